@@ -1,0 +1,519 @@
+"""Exponential families and their links, in torch.
+
+Each family is a small object that knows its valid range of ``y``, its link and
+inverse link, its unit variance, its unit deviance and a starting value for the
+linear predictor. Deviances are computed from ``eta`` (the linear predictor on
+the link scale) so that they stay finite and differentiable for any finite
+``eta``. Conventions follow scikit-learn: ``mean_tweedie_deviance`` and friends
+equal :meth:`Family.deviance`.
+
+All tensor methods keep the dtype and device of their inputs.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+
+import numpy as np
+import torch
+from torch import Tensor
+from torch.special import xlogy
+
+__all__ = [
+    "FAMILIES",
+    "BinomialFamily",
+    "Family",
+    "GammaFamily",
+    "GaussianFamily",
+    "MultinomialFamily",
+    "NegativeBinomialFamily",
+    "PoissonFamily",
+    "TweedieFamily",
+    "get_family",
+]
+
+# Floor on the mean used by ``initial_eta`` so that link(mean) stays finite.
+_MEAN_FLOOR = 1e-12
+
+_LINKS = {
+    "identity": (lambda mu: mu, lambda eta: eta),
+    "log": (torch.log, torch.exp),
+    "logit": (torch.logit, torch.sigmoid),
+}
+
+
+def _flat(t: Tensor) -> Tensor:
+    """Turn a single-output ``[n, 1]`` tensor into ``[n]``; leave others as they are."""
+    return t.reshape(-1) if t.dim() == 2 and t.shape[1] == 1 else t
+
+
+def _softplus(eta: Tensor) -> Tensor:
+    """``log(1 + exp(eta))`` without overflow and without a threshold cut-off."""
+    return torch.logaddexp(eta, torch.zeros_like(eta))
+
+
+def _y_exp(y: Tensor, a: Tensor) -> Tensor:
+    """``y * exp(a)`` for ``y >= 0`` that gives 0 (not NaN) when y = 0, exp(a) = inf."""
+    return torch.exp(torch.log(y) + a)
+
+
+class Family:
+    """Base class of an exponential family with its canonical or log link.
+
+    Subclasses set ``name``, ``link_name``, ``y_range_text`` and the bounds of
+    ``y``, and implement :meth:`unit_deviance` and :meth:`unit_variance`.
+
+    Attributes
+    ----------
+    name : str
+        Registry name, e.g. ``"poisson"``.
+    link_name : str
+        ``"identity"``, ``"logit"``, ``"softmax"`` or ``"log"``.
+    y_range_text : str
+        The valid range of ``y`` in words, used in error messages.
+    """
+
+    name: str = ""
+    link_name: str = "identity"
+    y_range_text: str = "y is any real number"
+    _y_low: float = -math.inf
+    _y_low_inclusive: bool = True
+    _y_high: float = math.inf
+    _y_high_inclusive: bool = True
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v!r}" for k, v in self._params().items())
+        return f"{type(self).__name__}({params})"
+
+    def _params(self) -> dict[str, float]:
+        return {}
+
+    def _label(self) -> str:
+        return f"The {self.name} family"
+
+    # ---------------------------------------------------------------- y checks
+    def in_y_range(self, y: np.ndarray) -> np.ndarray:
+        """Elementwise boolean mask of the values of ``y`` in the family's range."""
+        y = np.asarray(y, dtype=np.float64)
+        low = y >= self._y_low if self._y_low_inclusive else y > self._y_low
+        high = y <= self._y_high if self._y_high_inclusive else y < self._y_high
+        return low & high
+
+    def _check_finite(self, y: np.ndarray) -> np.ndarray:
+        y = np.asarray(y, dtype=np.float64)
+        if y.size == 0:
+            raise ValueError(f"{self._label()} requires a non-empty y; got y.size=0.")
+        if not np.all(np.isfinite(y)):
+            raise ValueError(
+                f"{self._label()} requires finite y; y contains NaN or infinity."
+            )
+        return y
+
+    def check_y(self, y: np.ndarray) -> None:
+        """Raise a ``ValueError`` if ``y`` is not finite or not in the family's range.
+
+        Parameters
+        ----------
+        y : ndarray
+            Target values.
+        """
+        y = self._check_finite(y)
+        if not np.all(self.in_y_range(y)):
+            raise self._range_error(y)
+
+    def _range_error(self, y: np.ndarray) -> ValueError:
+        """The error for y out of range, quoting min(y) and/or max(y) as bounded."""
+        got = []
+        if self._y_low > -math.inf:
+            got.append(f"min(y)={float(y.min())}")
+        if self._y_high < math.inf:
+            got.append(f"max(y)={float(y.max())}")
+        return ValueError(
+            f"{self._label()} requires {self.y_range_text}; got {', '.join(got)}."
+        )
+
+    # ------------------------------------------------------------------ links
+    def link(self, mu: Tensor) -> Tensor:
+        """Map the mean ``mu`` to the linear predictor ``eta``."""
+        return _LINKS[self.link_name][0](mu)
+
+    def inverse_link(self, eta: Tensor) -> Tensor:
+        """Map the linear predictor ``eta`` to the mean ``mu``."""
+        return _LINKS[self.link_name][1](eta)
+
+    # -------------------------------------------------------------- deviance
+    def unit_deviance(self, y: Tensor, eta: Tensor) -> Tensor:
+        """Deviance of each row, computed from the linear predictor.
+
+        Parameters
+        ----------
+        y : Tensor of shape [n] (``[n, K]`` for multinomial)
+            Target values in the family's range.
+        eta : Tensor of shape [n] or [n, 1] (``[n, K]`` for multinomial)
+            Linear predictor on the link scale.
+
+        Returns
+        -------
+        Tensor of shape [n]
+        """
+        raise NotImplementedError
+
+    def deviance(
+        self, y: Tensor, eta: Tensor, sample_weight: Tensor | None = None
+    ) -> Tensor:
+        """Weighted mean of the unit deviance, ``sum(w * d) / sum(w)``.
+
+        Parameters
+        ----------
+        y, eta : Tensor
+            As in :meth:`unit_deviance`.
+        sample_weight : Tensor of shape [n], optional
+            Row weights; equal weights if omitted.
+
+        Returns
+        -------
+        Tensor
+            A scalar tensor.
+        """
+        d = self.unit_deviance(y, eta)
+        if sample_weight is None:
+            return d.mean()
+        w = _flat(sample_weight).to(dtype=d.dtype, device=d.device)
+        return (w * d).sum() / w.sum()
+
+    def unit_variance(self, mu: Tensor) -> Tensor:
+        """Variance of ``y`` as a function of its mean, up to the dispersion."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------- starting values
+    def n_outputs(self, n_classes: int | None = None) -> int:
+        """Number of columns of ``eta``: 1, or ``n_classes`` for multinomial."""
+        return 1
+
+    def _clip_mean(self, mean: np.ndarray) -> np.ndarray:
+        if self.link_name == "log":
+            return np.maximum(mean, _MEAN_FLOOR)
+        if self.link_name == "logit":
+            return np.clip(mean, _MEAN_FLOOR, 1.0 - _MEAN_FLOOR)
+        return mean
+
+    def initial_eta(
+        self, y: np.ndarray, sample_weight: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Link of the weighted mean of ``y``: the best constant linear predictor.
+
+        The mean is clipped away from the boundary of the link's domain
+        (e.g. 0 for the log link) so that the result is finite.
+
+        Parameters
+        ----------
+        y : ndarray of shape (n,)
+            Target values.
+        sample_weight : ndarray of shape (n,), optional
+            Row weights.
+
+        Returns
+        -------
+        ndarray of shape (1,), float64
+        """
+        y = np.asarray(y, dtype=np.float64).reshape(-1)
+        w = None if sample_weight is None else np.asarray(sample_weight).reshape(-1)
+        mean = self._clip_mean(np.atleast_1d(np.average(y, weights=w)))
+        return self.link(torch.as_tensor(mean, dtype=torch.float64)).numpy()
+
+
+class GaussianFamily(Family):
+    """Normal distribution with identity link; deviance ``(y - mu)**2``."""
+
+    name = "gaussian"
+
+    def unit_deviance(self, y: Tensor, eta: Tensor) -> Tensor:
+        return (_flat(y) - _flat(eta)) ** 2
+
+    def unit_variance(self, mu: Tensor) -> Tensor:
+        return torch.ones_like(mu)
+
+
+class BinomialFamily(Family):
+    """Bernoulli / binomial proportions with logit link; ``0 <= y <= 1``.
+
+    The deviance is ``-2 * (y log p + (1 - y) log(1 - p))`` plus the saturated
+    term ``2 * (y log y + (1 - y) log(1 - y))``, which is 0 for ``y`` in {0, 1}
+    (then it is twice the log loss) and makes the deviance 0 at ``p = y`` for
+    fractional ``y``.
+    """
+
+    name = "binomial"
+    link_name = "logit"
+    y_range_text = "0 <= y <= 1"
+    _y_low, _y_high = 0.0, 1.0
+
+    def unit_deviance(self, y: Tensor, eta: Tensor) -> Tensor:
+        y, eta = _flat(y), _flat(eta)
+        saturated = xlogy(y, y) + xlogy(1 - y, 1 - y)
+        return 2 * (_softplus(eta) - y * eta + saturated)
+
+    def unit_variance(self, mu: Tensor) -> Tensor:
+        return mu * (1 - mu)
+
+
+class MultinomialFamily(Family):
+    """Categorical distribution with softmax link on ``K`` outputs.
+
+    ``y`` is an ``[n, K]`` array of one-hot rows or class probabilities. The
+    deviance is ``-2 * sum_k y_k log p_k`` plus the saturated term
+    ``2 * sum_k y_k log y_k`` (0 for one-hot rows). :meth:`link` returns the
+    centred log probabilities (mean 0 over classes).
+    """
+
+    name = "multinomial"
+    link_name = "softmax"
+    y_range_text = (
+        "y of shape (n_samples, n_classes) with values in [0, 1] and rows summing to 1"
+    )
+    _y_low, _y_high = 0.0, 1.0
+    _row_sum_atol = 1e-5
+
+    def check_y(self, y: np.ndarray) -> None:
+        y = self._check_finite(y)
+        if y.ndim != 2:
+            raise ValueError(
+                f"{self._label()} requires {self.y_range_text}; got y.shape={y.shape}."
+            )
+        if not np.all(self.in_y_range(y)):
+            raise self._range_error(y)
+        sums = y.sum(axis=1)
+        bad = np.abs(sums - 1.0) > self._row_sum_atol
+        if np.any(bad):
+            raise ValueError(
+                f"{self._label()} requires {self.y_range_text}; got a row "
+                f"summing to {float(sums[bad][0])}."
+            )
+
+    def link(self, mu: Tensor) -> Tensor:
+        log_mu = torch.log(mu.clamp_min(torch.finfo(mu.dtype).tiny))
+        return log_mu - log_mu.mean(dim=-1, keepdim=True)
+
+    def inverse_link(self, eta: Tensor) -> Tensor:
+        return torch.softmax(eta, dim=-1)
+
+    def unit_deviance(self, y: Tensor, eta: Tensor) -> Tensor:
+        log_p = torch.log_softmax(eta, dim=-1)
+        return 2 * (xlogy(y, y) - y * log_p).sum(dim=-1)
+
+    def unit_variance(self, mu: Tensor) -> Tensor:
+        return mu * (1 - mu)
+
+    def n_outputs(self, n_classes: int | None = None) -> int:
+        if n_classes is None or n_classes < 2:
+            raise ValueError(
+                "The multinomial family requires n_classes >= 2; "
+                f"got n_classes={n_classes!r}."
+            )
+        return int(n_classes)
+
+    def initial_eta(
+        self, y: np.ndarray, sample_weight: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Centred log of the weighted class proportions, shape (K,).
+
+        Empty classes get a proportion of 1e-12 rather than 0, so the result is
+        finite.
+        """
+        y = np.asarray(y, dtype=np.float64)
+        w = None if sample_weight is None else np.asarray(sample_weight).reshape(-1)
+        p = np.maximum(np.average(y, axis=0, weights=w), _MEAN_FLOOR)
+        return self.link(torch.as_tensor(p, dtype=torch.float64)).numpy()
+
+
+class PoissonFamily(Family):
+    """Poisson distribution with log link; ``y >= 0``."""
+
+    name = "poisson"
+    link_name = "log"
+    y_range_text = "y >= 0"
+    _y_low = 0.0
+
+    def unit_deviance(self, y: Tensor, eta: Tensor) -> Tensor:
+        y, eta = _flat(y), _flat(eta)
+        return 2 * (xlogy(y, y) - y * eta - y + torch.exp(eta))
+
+    def unit_variance(self, mu: Tensor) -> Tensor:
+        return mu
+
+
+class GammaFamily(Family):
+    """Gamma distribution with log link; ``y > 0``."""
+
+    name = "gamma"
+    link_name = "log"
+    y_range_text = "y > 0"
+    _y_low, _y_low_inclusive = 0.0, False
+
+    def unit_deviance(self, y: Tensor, eta: Tensor) -> Tensor:
+        y, eta = _flat(y), _flat(eta)
+        return 2 * (eta - torch.log(y) + _y_exp(y, -eta) - 1)
+
+    def unit_variance(self, mu: Tensor) -> Tensor:
+        return mu**2
+
+
+class TweedieFamily(Family):
+    """Tweedie distribution with unit variance ``mu**power``.
+
+    ``power=0`` is the normal distribution (identity link, as scikit-learn's
+    ``TweedieRegressor(link="auto")``); ``power >= 1`` uses the log link,
+    ``power=1`` is Poisson, ``1 < power < 2`` compound Poisson-gamma,
+    ``power=2`` gamma and ``power > 2`` positive stable distributions.
+
+    Parameters
+    ----------
+    power : float, default=1.5
+        0 or a finite number >= 1.
+
+    Examples
+    --------
+    >>> TweedieFamily(power=1.5)
+    TweedieFamily(power=1.5)
+    """
+
+    name = "tweedie"
+
+    def __init__(self, power: float = 1.5) -> None:
+        if not (power == 0 or (power >= 1 and math.isfinite(power))):
+            raise ValueError(f"The tweedie power must be 0 or >= 1; got power={power}.")
+        self.power = float(power)
+        p = self.power
+        self.link_name = "identity" if p == 0 else "log"
+        if p == 0:
+            self.y_range_text = "y is any real number"
+        elif p < 2:
+            self.y_range_text, self._y_low = "y >= 0", 0.0
+        else:
+            self.y_range_text, self._y_low = "y > 0", 0.0
+            self._y_low_inclusive = False
+
+    def _params(self) -> dict[str, float]:
+        return {"power": self.power}
+
+    def _label(self) -> str:
+        return f"The tweedie family with power={self.power}"
+
+    def unit_deviance(self, y: Tensor, eta: Tensor) -> Tensor:
+        y, eta, p = _flat(y), _flat(eta), self.power
+        if p == 0:
+            return (y - eta) ** 2
+        if p == 1:
+            return 2 * (xlogy(y, y) - y * eta - y + torch.exp(eta))
+        if p == 2:
+            return 2 * (eta - torch.log(y) + _y_exp(y, -eta) - 1)
+        return 2 * (
+            torch.pow(y, 2 - p) / ((1 - p) * (2 - p))
+            - _y_exp(y, (1 - p) * eta) / (1 - p)
+            + torch.exp((2 - p) * eta) / (2 - p)
+        )
+
+    def unit_variance(self, mu: Tensor) -> Tensor:
+        return torch.pow(mu, self.power)
+
+
+class NegativeBinomialFamily(Family):
+    """Negative binomial distribution with log link; ``y >= 0``.
+
+    The variance is ``mu + theta * mu**2`` (as glum's
+    ``NegativeBinomialDistribution``); the unit deviance is
+    ``2 * (y log(y / mu) - (y + 1/theta) log((1 + theta y) / (1 + theta mu)))``.
+
+    Parameters
+    ----------
+    theta : float, default=1.0
+        Positive, finite overdispersion parameter.
+    """
+
+    name = "negative_binomial"
+    link_name = "log"
+    y_range_text = "y >= 0"
+    _y_low = 0.0
+
+    def __init__(self, theta: float = 1.0) -> None:
+        if not (theta > 0 and math.isfinite(theta)):
+            raise ValueError(
+                "The negative_binomial theta must be a finite number > 0; "
+                f"got theta={theta}."
+            )
+        self.theta = float(theta)
+
+    def _params(self) -> dict[str, float]:
+        return {"theta": self.theta}
+
+    def unit_deviance(self, y: Tensor, eta: Tensor) -> Tensor:
+        y, eta, theta = _flat(y), _flat(eta), self.theta
+        # log(1 + theta * mu) = softplus(eta + log(theta)), stable for large eta.
+        log1p_theta_mu = _softplus(eta + math.log(theta))
+        log_ratio = torch.log1p(theta * y) - log1p_theta_mu
+        return 2 * (xlogy(y, y) - y * eta - (y + 1 / theta) * log_ratio)
+
+    def unit_variance(self, mu: Tensor) -> Tensor:
+        return mu + self.theta * mu**2
+
+
+FAMILIES: dict[str, type[Family]] = {
+    cls.name: cls
+    for cls in (
+        GaussianFamily,
+        BinomialFamily,
+        MultinomialFamily,
+        PoissonFamily,
+        GammaFamily,
+        TweedieFamily,
+        NegativeBinomialFamily,
+    )
+}
+
+_ALIASES = {
+    "normal": "gaussian",
+    "negativebinomial": "negative_binomial",
+    "nb": "negative_binomial",
+}
+
+
+def get_family(family: str | Family, **params: float | None) -> Family:
+    """Resolve a family name (or instance) into a :class:`Family` instance.
+
+    Parameters
+    ----------
+    family : str or Family
+        A name from :data:`FAMILIES` (case-insensitive; ``"normal"``, ``"nb"``
+        and ``"negativebinomial"`` are aliases), or an instance, returned as-is.
+    **params
+        Constructor parameters such as ``power`` or ``theta``. Those the family
+        does not accept, and those set to ``None``, are ignored.
+
+    Returns
+    -------
+    Family
+
+    Examples
+    --------
+    >>> get_family("Tweedie", power=1.2, theta=3.0)
+    TweedieFamily(power=1.2)
+    >>> get_family("poisson", power=1.2)
+    PoissonFamily()
+    """
+    if isinstance(family, Family):
+        return family
+    if not isinstance(family, str):
+        raise TypeError(
+            "The 'family' parameter must be a string or a Family instance; "
+            f"got {family!r} of type {type(family).__name__}."
+        )
+    key = family.strip().lower().replace("-", "_").replace(" ", "_")
+    key = _ALIASES.get(key.replace("_", ""), key)
+    if key not in FAMILIES:
+        names = ", ".join(sorted(FAMILIES))
+        raise ValueError(f"Unknown family {family!r}; expected one of: {names}.")
+    cls = FAMILIES[key]
+    accepted = inspect.signature(cls).parameters
+    kwargs = {k: v for k, v in params.items() if k in accepted and v is not None}
+    return cls(**kwargs)
