@@ -1,0 +1,417 @@
+"""Turn a mixed-type table into a dense float32 design matrix.
+
+:class:`TabularPreprocessor` is a thin, scikit-learn compatible wrapper around a
+:class:`~sklearn.compose.ColumnTransformer`: median imputation, missing-value
+indicators and standardisation for numeric columns, a constant "missing" level and
+one-hot encoding (with rare levels grouped) for categorical columns, and a final
+:class:`~sklearn.feature_selection.VarianceThreshold` that drops constant features.
+"""
+
+from __future__ import annotations
+
+from numbers import Integral
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, TransformerMixin, _fit_context
+from sklearn.compose import ColumnTransformer
+from sklearn.feature_selection import VarianceThreshold
+from sklearn.impute import MissingIndicator, SimpleImputer
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import FunctionTransformer, OneHotEncoder, StandardScaler
+from sklearn.utils._param_validation import Interval, RealNotInt
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+__all__ = ["TabularPreprocessor"]
+
+MISSING_LEVEL = "missing"
+"""Level given to missing values of categorical columns before one-hot encoding."""
+
+_ONE_TO_ONE: dict[str, Any] = {"feature_names_out": "one-to-one"}
+
+
+def _as_object_with_nan(X: Any) -> np.ndarray:
+    """Copy ``X`` to an object array in which every missing marker is ``np.nan``.
+
+    ``None``, ``pd.NA`` and ``NaT`` are not recognised by
+    :class:`~sklearn.impute.SimpleImputer` (``missing_values=np.nan``), so they are
+    normalised first. A copy is taken so the caller's frame is never modified.
+    """
+    values = np.array(X, dtype=object, copy=True)
+    values[pd.isna(values)] = np.nan
+    return values
+
+
+def _as_str(X: Any) -> np.ndarray:
+    """Cast to a string array so that mixed-type levels sort and compare cleanly."""
+    return np.asarray(X, dtype=object).astype(str)
+
+
+def _column_kind(dtype: Any) -> str | None:
+    """Return ``"numeric"``, ``"categorical"`` or ``None`` (unsupported) for a dtype."""
+    types = pd.api.types
+    if types.is_bool_dtype(dtype) or isinstance(dtype, pd.CategoricalDtype):
+        return "categorical"
+    if types.is_object_dtype(dtype) or types.is_string_dtype(dtype):
+        return "categorical"
+    if types.is_numeric_dtype(dtype) and not types.is_complex_dtype(dtype):
+        return "numeric"
+    return None
+
+
+class TabularPreprocessor(TransformerMixin, BaseEstimator):
+    """DataFrame or array -> float32 design matrix with feature names.
+
+    Columns of a :class:`pandas.DataFrame` are split by dtype:
+
+    - numeric columns (ints, floats, nullable ``Int64``/``Float64``) are imputed
+      with their median, optionally standardised, and get a 0/1 missing-value
+      indicator when they had missing values during ``fit``;
+    - categorical columns (``object``, ``category``, ``bool``/``boolean`` and the
+      pandas string dtypes, including pandas 3's default ``str``) get a constant
+      ``"missing"`` level for missing values, are cast to ``str`` and one-hot
+      encoded, with rare levels grouped into one ``<column>_infrequent_sklearn``
+      feature.
+
+    Features that are constant on the fit data are dropped at the end. NumPy
+    arrays and nested lists must be numeric; their columns are named ``"x0"``,
+    ``"x1"``, ... and treated as numeric.
+
+    Parameters
+    ----------
+    scale_numeric : bool, default=True
+        Standardise the imputed numeric columns to mean 0 and unit variance on the
+        fit data. Missing-value indicators and one-hot columns stay 0/1.
+    min_frequency : int or float or None, default=0.01
+        Categories seen fewer times than this in ``fit`` are grouped into an
+        "infrequent" feature. An int is a count, a float in ``(0, 1)`` a fraction
+        of the number of rows. Passed to
+        :class:`~sklearn.preprocessing.OneHotEncoder`.
+    max_categories : int or None, default=50
+        Upper bound on the number of one-hot features per column, including the
+        infrequent feature. Passed to :class:`~sklearn.preprocessing.OneHotEncoder`.
+    add_missing_indicator : bool, default=True
+        Add a 0/1 ``missingindicator_<column>`` feature for every numeric column
+        that had missing values in ``fit``.
+
+    Attributes
+    ----------
+    column_transformer_ : sklearn.pipeline.Pipeline
+        The fitted scikit-learn pipeline: a ``"columns"``
+        :class:`~sklearn.compose.ColumnTransformer` (transformers ``"numeric"``,
+        ``"missing"``, ``"categorical"``, each present only when it has work to do)
+        followed by a ``"drop_constant"``
+        :class:`~sklearn.feature_selection.VarianceThreshold`.
+    numeric_features_ : list
+        Input columns treated as numeric (DataFrame column labels, or ``"x0"``,
+        ``"x1"``, ... for arrays).
+    categorical_features_ : list
+        Input columns treated as categorical (always empty for arrays).
+    n_features_in_ : int
+        Number of input columns seen in ``fit``.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Input column names. Defined only when ``X`` was a DataFrame whose column
+        names are all strings.
+    n_features_out_ : int
+        Number of output columns, ``len(get_feature_names_out())``.
+
+    See Also
+    --------
+    sklearn.compose.ColumnTransformer : The machinery this class configures.
+    sklearn.preprocessing.OneHotEncoder : Encoder used for categorical columns.
+
+    Notes
+    -----
+    The missing-value indicators are deliberately *not* standardised: like the
+    one-hot columns they are binary, their coefficient reads as "shift when
+    missing", and standardising a rarely-missing column's indicator would turn a
+    single missing value into a feature of size ``sqrt(n_samples)``, which hurts
+    gradient-based training.
+
+    One-hot encoding keeps every level (no reference level is dropped), so the
+    output is collinear with an intercept; use a penalised model.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from autoglm_graph.preprocessing import TabularPreprocessor
+    >>> X = pd.DataFrame(
+    ...     {
+    ...         "age": [25.0, 32.0, None, 51.0],
+    ...         "region": ["north", "south", "north", None],
+    ...         "const": [1, 1, 1, 1],
+    ...     }
+    ... )
+    >>> pre = TabularPreprocessor(min_frequency=None).fit(X)
+    >>> pre.get_feature_names_out().tolist()
+    ['age', 'missingindicator_age', 'region_missing', 'region_north', 'region_south']
+    >>> Xt = pre.transform(X)
+    >>> Xt.dtype, Xt.shape
+    (dtype('float32'), (4, 5))
+    >>> pre.transform(X.assign(region=["west", None, "north", "south"]))[:, 2:]
+    array([[0., 0., 0.],
+           [1., 0., 0.],
+           [0., 1., 0.],
+           [0., 0., 1.]], dtype=float32)
+    """
+
+    _parameter_constraints: ClassVar[dict] = {
+        "scale_numeric": ["boolean"],
+        "min_frequency": [
+            Interval(Integral, 1, None, closed="left"),
+            Interval(RealNotInt, 0, 1, closed="neither"),
+            None,
+        ],
+        "max_categories": [Interval(Integral, 1, None, closed="left"), None],
+        "add_missing_indicator": ["boolean"],
+    }
+
+    def __init__(
+        self,
+        *,
+        scale_numeric: bool = True,
+        min_frequency: float | int | None = 0.01,
+        max_categories: int | None = 50,
+        add_missing_indicator: bool = True,
+    ) -> None:
+        self.scale_numeric = scale_numeric
+        self.min_frequency = min_frequency
+        self.max_categories = max_categories
+        self.add_missing_indicator = add_missing_indicator
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X: Any, y: Any = None) -> TabularPreprocessor:
+        """Learn column types, imputation values, scaling and categories.
+
+        Parameters
+        ----------
+        X : DataFrame or array-like of shape (n_samples, n_features)
+            Training data. Arrays must be numeric; NaN is allowed, infinity is not.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : TabularPreprocessor
+            The fitted preprocessor.
+        """
+        self._fit_transform(X)
+        return self
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit_transform(self, X: Any, y: Any = None, **fit_params: Any) -> np.ndarray:
+        """Fit to ``X`` and return its transformed version in one pass.
+
+        Parameters
+        ----------
+        X : DataFrame or array-like of shape (n_samples, n_features)
+            Training data.
+        y : None
+            Ignored.
+        **fit_params : dict
+            Ignored; accepted for compatibility with :class:`TransformerMixin`.
+
+        Returns
+        -------
+        X_out : ndarray of shape (n_samples, n_features_out_), dtype float32
+            Same as ``fit(X).transform(X)``.
+        """
+        return self._fit_transform(X)
+
+    def transform(self, X: Any) -> np.ndarray:
+        """Encode ``X`` with the fitted preprocessing.
+
+        Parameters
+        ----------
+        X : DataFrame or array-like of shape (n_samples, n_features_in_)
+            Data with the same columns as in ``fit``. Missing values and unseen
+            categories are allowed (unseen categories map to the infrequent
+            feature when there is one, otherwise to all zeros).
+
+        Returns
+        -------
+        X_out : ndarray of shape (n_samples, n_features_out_), dtype float32
+            C-contiguous and finite.
+        """
+        check_is_fitted(self)
+        X = self._validate_input(X, reset=False)
+        return self._finalize(self.column_transformer_.transform(X))
+
+    def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
+        """Names of the output features.
+
+        Parameters
+        ----------
+        input_features : array-like of str or None, default=None
+            Input column names. When ``None``, ``feature_names_in_`` is used, or
+            ``"x0"``, ``"x1"``, ... when it is not defined. When given, it must
+            match ``feature_names_in_`` (if defined) and have length
+            ``n_features_in_``.
+
+        Returns
+        -------
+        feature_names_out : ndarray of str objects
+            One name per output column, e.g. ``"age"``,
+            ``"missingindicator_income"``, ``"region_north"``,
+            ``"region_infrequent_sklearn"``.
+        """
+        check_is_fitted(self)
+        names = self.column_transformer_.get_feature_names_out(input_features)
+        return np.asarray(names, dtype=object)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        tags.input_tags.categorical = True  # through DataFrame columns
+        tags.transformer_tags.preserves_dtype = ["float32"]
+        return tags
+
+    # ------------------------------------------------------------------ helpers
+
+    def _fit_transform(self, X: Any) -> np.ndarray:
+        X = self._validate_input(X, reset=True)
+        self.column_transformer_ = self._build_pipeline()
+        X_out = self.column_transformer_.fit_transform(X)
+        columns = self.column_transformer_.named_steps["columns"]
+        try:
+            columns.get_feature_names_out()
+        except ValueError:  # short names collide: numeric "a_b" vs level "b" of "a"
+            columns.set_params(verbose_feature_names_out=True)
+        self.n_features_out_ = len(self.get_feature_names_out())
+        return self._finalize(X_out)
+
+    def _build_pipeline(self) -> Pipeline:
+        transformers: list[tuple[str, Any, list[int]]] = []
+        numeric, categorical = self._numeric_idx, self._categorical_idx
+        if numeric:
+            steps: list[tuple[str, Any]] = [
+                ("impute", SimpleImputer(strategy="median", keep_empty_features=True))
+            ]
+            if self.scale_numeric:
+                steps.append(("scale", StandardScaler()))
+            transformers.append(("numeric", Pipeline(steps), numeric))
+            if self.add_missing_indicator:
+                indicator = MissingIndicator(
+                    features="missing-only", error_on_new=False
+                )
+                transformers.append(("missing", indicator, numeric))
+        if categorical:
+            encoder = OneHotEncoder(
+                handle_unknown="infrequent_if_exist",
+                min_frequency=self.min_frequency,
+                max_categories=self.max_categories,
+                sparse_output=False,
+            )
+            steps = [
+                ("as_object", FunctionTransformer(_as_object_with_nan, **_ONE_TO_ONE)),
+                (
+                    "impute",
+                    SimpleImputer(
+                        strategy="constant",
+                        fill_value=MISSING_LEVEL,
+                        keep_empty_features=True,
+                    ),
+                ),
+                ("as_str", FunctionTransformer(_as_str, **_ONE_TO_ONE)),
+                ("onehot", encoder),
+            ]
+            transformers.append(("categorical", Pipeline(steps), categorical))
+        columns = ColumnTransformer(
+            transformers, sparse_threshold=0.0, verbose_feature_names_out=False
+        )
+        pipeline = Pipeline(
+            [("columns", columns), ("drop_constant", VarianceThreshold(0.0))]
+        )
+        # Our own output container is handled by TransformerMixin.set_output; the
+        # inner pipeline always works on numpy, whatever the global config says.
+        return pipeline.set_output(transform="default")
+
+    def _validate_input(self, X: Any, reset: bool) -> Any:
+        """Check ``X`` and, when ``reset``, record the column layout."""
+        on_frame = isinstance(X, pd.DataFrame) if reset else self._fitted_on_frame
+        if not on_frame:
+            return self._validate_array(X, reset)
+        if not isinstance(X, pd.DataFrame):  # fitted on a DataFrame, given an array
+            validate_data(self, X, skip_check_array=True, reset=False)
+            X = pd.DataFrame(np.asarray(X, dtype=object), columns=self._columns)
+        validate_data(self, X, skip_check_array=True, reset=reset)
+        n_samples, n_features = X.shape
+        if n_samples == 0 or n_features == 0:
+            what = "0 sample(s)" if n_samples == 0 else "0 feature(s)"
+            raise ValueError(
+                f"Found array with {what} (shape={X.shape}) while a minimum of 1 "
+                f"is required by {type(self).__name__}."
+            )
+        if reset:
+            self._fitted_on_frame = True
+            self._columns = list(X.columns)
+            self._classify_columns(X)
+        _check_no_infinity(X, self._numeric_idx)
+        return X
+
+    def _validate_array(self, X: Any, reset: bool) -> np.ndarray:
+        if not sp.issparse(X) and not isinstance(X, pd.DataFrame):
+            values = np.asarray(X)
+            if values.dtype.kind in "OUS":
+                try:
+                    values.astype(np.float64)
+                except ValueError as exc:
+                    raise ValueError(
+                        f"{type(self).__name__} accepts only numeric arrays; got an "
+                        f"array of dtype {values.dtype} with non-numeric values. "
+                        "Pass a pandas DataFrame to encode categorical columns."
+                    ) from exc
+        X = validate_data(
+            self, X, dtype=np.float64, ensure_all_finite="allow-nan", reset=reset
+        )
+        if reset:
+            self._fitted_on_frame = False
+            self._numeric_idx = list(range(X.shape[1]))
+            self._categorical_idx = []
+            self.numeric_features_ = [f"x{i}" for i in range(X.shape[1])]
+            self.categorical_features_ = []
+        return X
+
+    def _classify_columns(self, X: pd.DataFrame) -> None:
+        kinds = [_column_kind(dtype) for dtype in X.dtypes]
+        unsupported = [
+            f"{col!r} ({dtype})"
+            for col, dtype, kind in zip(X.columns, X.dtypes, kinds, strict=True)
+            if kind is None
+        ]
+        if unsupported:
+            raise ValueError(
+                f"{type(self).__name__} supports numeric, bool, object, category and "
+                f"string columns; got unsupported column(s) {', '.join(unsupported)}. "
+                "Convert them to numbers or strings first."
+            )
+        self._numeric_idx = [i for i, k in enumerate(kinds) if k == "numeric"]
+        self._categorical_idx = [i for i, k in enumerate(kinds) if k == "categorical"]
+        self.numeric_features_ = [X.columns[i] for i in self._numeric_idx]
+        self.categorical_features_ = [X.columns[i] for i in self._categorical_idx]
+
+    @staticmethod
+    def _finalize(X_out: Any) -> np.ndarray:
+        X_out = np.ascontiguousarray(X_out, dtype=np.float32)
+        if not np.isfinite(X_out).all():
+            raise ValueError(
+                "The encoded matrix has values too large for float32; rescale the "
+                "numeric columns or set scale_numeric=True."
+            )
+        return X_out
+
+
+def _check_no_infinity(X: pd.DataFrame, numeric_idx: list[int]) -> None:
+    """Raise a ValueError naming the numeric columns of ``X`` that contain ±inf."""
+    if not numeric_idx:
+        return
+    values = X.iloc[:, numeric_idx].to_numpy(dtype=np.float64, na_value=np.nan)
+    bad = np.isinf(values).any(axis=0)
+    if bad.any():
+        names = [repr(X.columns[i]) for i, b in zip(numeric_idx, bad, strict=True) if b]
+        raise ValueError(
+            f"Input X contains infinity in numeric column(s) {', '.join(names)}; "
+            "replace infinite values with NaN (to be imputed) or finite numbers."
+        )

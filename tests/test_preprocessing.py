@@ -1,0 +1,406 @@
+"""Tests for autoglm_graph.preprocessing.TabularPreprocessor."""
+
+from __future__ import annotations
+
+import pickle
+import re
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.base import clone
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from autoglm_graph.preprocessing import TabularPreprocessor
+
+NUMERIC = ["age", "income", "visits"]
+
+
+def _cols(pre: TabularPreprocessor, prefix: str) -> list[int]:
+    names = pre.get_feature_names_out()
+    return [i for i, name in enumerate(names) if name.startswith(prefix)]
+
+
+# ----------------------------------------------------------------------- names
+
+
+def test_feature_names_match_output_columns(mixed_frame):
+    pre = TabularPreprocessor().fit(mixed_frame)
+    Xt = pre.transform(mixed_frame)
+    names = pre.get_feature_names_out()
+    assert names.dtype == object
+    assert all(isinstance(name, str) for name in names)
+    assert len(names) == Xt.shape[1] == pre.n_features_out_
+    assert len(set(names)) == len(names)
+    assert names[:3].tolist() == NUMERIC
+    assert pre.numeric_features_ == [*NUMERIC, "const"]
+    assert pre.categorical_features_ == ["region", "plan", "member"]
+    assert pre.n_features_in_ == mixed_frame.shape[1]
+    assert pre.feature_names_in_.tolist() == mixed_frame.columns.tolist()
+
+
+def test_get_feature_names_out_checks_input_features(mixed_frame):
+    pre = TabularPreprocessor().fit(mixed_frame)
+    same = pre.get_feature_names_out(mixed_frame.columns.tolist())
+    assert same.tolist() == pre.get_feature_names_out().tolist()
+    with pytest.raises(ValueError, match="input_features is not equal"):
+        pre.get_feature_names_out([f"c{i}" for i in range(mixed_frame.shape[1])])
+
+
+def test_name_collision_falls_back_to_prefixed_names():
+    X = pd.DataFrame({"a_b": [1.0, 2.0, 3.0, 4.0], "a": ["b", "c", "b", "c"]})
+    pre = TabularPreprocessor(min_frequency=None).fit(X)
+    names = pre.get_feature_names_out().tolist()
+    assert len(set(names)) == len(names) == pre.transform(X).shape[1]
+    assert "numeric__a_b" in names and "categorical__a_b" in names
+
+
+def test_set_output_pandas(mixed_frame):
+    pre = TabularPreprocessor().set_output(transform="pandas").fit(mixed_frame)
+    out = pre.transform(mixed_frame)
+    assert isinstance(out, pd.DataFrame)
+    assert out.columns.tolist() == pre.get_feature_names_out().tolist()
+
+
+# ------------------------------------------------------------- numeric columns
+
+
+def test_missing_indicator_only_for_columns_with_nan_in_fit(mixed_frame):
+    pre = TabularPreprocessor().fit(mixed_frame)
+    names = pre.get_feature_names_out().tolist()
+    indicators = [name for name in names if name.startswith("missingindicator_")]
+    assert indicators == ["missingindicator_income"]
+    Xt = pre.transform(mixed_frame)
+    col = Xt[:, names.index("missingindicator_income")]
+    np.testing.assert_array_equal(col, mixed_frame["income"].isna().to_numpy())
+    assert np.isfinite(Xt).all()
+
+    # NaN at transform time in a column that had none in fit: imputed, no new column
+    X_new = mixed_frame.head(5).copy()
+    X_new.loc[0, "age"] = np.nan
+    out = pre.transform(X_new)
+    assert out.shape == (5, len(names))
+    assert np.isfinite(out).all()
+
+    no_ind = TabularPreprocessor(add_missing_indicator=False).fit(mixed_frame)
+    assert not any("missingindicator" in n for n in no_ind.get_feature_names_out())
+
+
+def test_numeric_columns_standardised(mixed_frame):
+    pre = TabularPreprocessor().fit(mixed_frame)
+    Xt = pre.transform(mixed_frame).astype(np.float64)
+    np.testing.assert_allclose(Xt[:, :3].mean(axis=0), 0.0, atol=1e-6)
+    np.testing.assert_allclose(Xt[:, :3].std(axis=0), 1.0, atol=1e-5)
+    # indicators and one-hot columns stay 0/1
+    assert set(np.unique(Xt[:, 3:])) <= {0.0, 1.0}
+
+    raw = TabularPreprocessor(scale_numeric=False).fit_transform(mixed_frame)
+    np.testing.assert_allclose(raw[:, 0], mixed_frame["age"], rtol=1e-6)
+    median = mixed_frame["income"].median()
+    expected = mixed_frame["income"].fillna(median).to_numpy()
+    np.testing.assert_allclose(raw[:, 1], expected, rtol=1e-6)
+
+
+def test_all_nan_numeric_column_is_dropped_without_warning(mixed_frame):
+    X = mixed_frame.assign(empty=np.nan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pre = TabularPreprocessor().fit(X)
+        Xt = pre.transform(X)
+    assert not any("empty" in name for name in pre.get_feature_names_out())
+    assert Xt.shape[1] == TabularPreprocessor().fit(mixed_frame).n_features_out_
+
+
+def test_nullable_pandas_dtypes():
+    X = pd.DataFrame(
+        {
+            "n": pd.array([1, None, 3, 4, 2], dtype="Int64"),
+            "f": pd.array([0.5, 1.5, None, 2.0, 1.0], dtype="Float64"),
+            "b": pd.array([True, None, False, True, False], dtype="boolean"),
+            "o": pd.Series(["x", None, "y", pd.NA, "x"], dtype=object),
+        }
+    )
+    pre = TabularPreprocessor(min_frequency=None).fit(X)
+    assert pre.numeric_features_ == ["n", "f"]
+    assert pre.categorical_features_ == ["b", "o"]
+    names = pre.get_feature_names_out().tolist()
+    assert {"missingindicator_n", "b_missing", "o_missing", "o_x"} <= set(names)
+    assert "o_None" not in names
+    assert np.isfinite(pre.transform(X)).all()
+
+
+# --------------------------------------------------------- categorical columns
+
+
+def test_one_hot_and_rare_grouping(mixed_frame):
+    pre = TabularPreprocessor().fit(mixed_frame)
+    names = pre.get_feature_names_out().tolist()
+    region = [n for n in names if n.startswith("region_")]
+    assert set(region) == {
+        "region_east",
+        "region_north",
+        "region_south",
+        "region_west",
+        "region_missing",
+        "region_infrequent_sklearn",
+    }
+    Xt = pre.transform(mixed_frame)
+    block = Xt[:, _cols(pre, "region_")]
+    np.testing.assert_array_equal(block.sum(axis=1), 1.0)
+    is_island = (mixed_frame["region"] == "island").to_numpy()
+    infrequent = Xt[:, names.index("region_infrequent_sklearn")]
+    np.testing.assert_array_equal(infrequent, is_island)
+    np.testing.assert_array_equal(
+        Xt[:, names.index("region_north")], (mixed_frame["region"] == "north")
+    )
+
+    every_level = TabularPreprocessor(min_frequency=None).fit(mixed_frame)
+    assert "region_island" in every_level.get_feature_names_out()
+    capped = TabularPreprocessor(min_frequency=None, max_categories=2)
+    capped_names = capped.fit(mixed_frame).get_feature_names_out()
+    assert sum(n.startswith("region_") for n in capped_names) == 2
+
+
+def test_unseen_categories_and_nan_at_transform(mixed_frame):
+    pre = TabularPreprocessor().fit(mixed_frame)
+    names = pre.get_feature_names_out().tolist()
+    X_new = mixed_frame.head(3).copy()
+    X_new["region"] = ["atlantis", np.nan, "north"]
+    X_new["plan"] = pd.Categorical(["gold", None, "pro"])
+    X_new.loc[1, ["age", "income", "visits"]] = np.nan
+    Xt = pre.transform(X_new)
+    assert Xt.shape == (3, len(names))
+    assert np.isfinite(Xt).all()
+    # unseen region goes to the infrequent column; NaN to the "missing" level
+    assert Xt[0, names.index("region_infrequent_sklearn")] == 1.0
+    assert Xt[1, names.index("region_missing")] == 1.0
+    # "plan" has no infrequent column: unseen level encodes as all zeros
+    np.testing.assert_array_equal(Xt[0, _cols(pre, "plan_")], 0.0)
+    assert Xt[1, names.index("plan_missing")] == 1.0
+
+
+def test_constant_columns_dropped(mixed_frame):
+    X = mixed_frame.assign(same="a", zero=0)
+    pre = TabularPreprocessor().fit(X)
+    names = pre.get_feature_names_out().tolist()
+    assert "const" in pre.numeric_features_ and "same" in pre.categorical_features_
+    assert not any(n.startswith(("const", "same", "zero")) for n in names)
+    Xt = pre.transform(X)
+    assert Xt.shape[1] == len(names)
+    assert (Xt.std(axis=0) > 0).all()
+
+
+def test_all_constant_input_raises():
+    X = pd.DataFrame({"a": [1.0, 1.0, 1.0], "b": ["x", "x", "x"]})
+    with pytest.raises(ValueError, match="variance threshold"):
+        TabularPreprocessor().fit(X)
+
+
+@pytest.mark.parametrize(
+    "dtype", ["default", object, "str", "string", "category", bool]
+)
+def test_categorical_dtypes_are_one_hot(dtype):
+    values = ["a", "b", "a", "c", "b", "a"] if dtype is not bool else [True, False] * 3
+    if dtype == "default":
+        column = pd.Series(values)  # pandas >= 3 infers the "str" dtype here
+        if int(pd.__version__.split(".")[0]) >= 3:
+            assert column.dtype == "str"
+    else:
+        column = pd.Series(values, dtype=dtype)
+    X = pd.DataFrame({"num": np.arange(6, dtype=float), "c": column})
+    pre = TabularPreprocessor(min_frequency=None).fit(X)
+    assert pre.categorical_features_ == ["c"]
+    levels = sorted(str(v) for v in set(values))
+    assert pre.get_feature_names_out().tolist() == ["num", *[f"c_{v}" for v in levels]]
+    Xt = pre.transform(X)
+    np.testing.assert_array_equal(Xt[:, 1:].sum(axis=1), 1.0)
+    np.testing.assert_array_equal(Xt[:, 1 + levels.index(str(values[0]))][0], 1.0)
+
+
+def test_string_dtype_with_missing_values():
+    X = pd.DataFrame({"c": pd.Series(["a", None, "b", "a"], dtype="str")})
+    pre = TabularPreprocessor(min_frequency=None).fit(X)
+    assert pre.get_feature_names_out().tolist() == ["c_a", "c_b", "c_missing"]
+    Xt = pre.transform(pd.DataFrame({"c": pd.Series([None, "z"], dtype="str")}))
+    np.testing.assert_array_equal(Xt, [[0, 0, 1], [0, 0, 0]])
+
+
+def test_unsupported_dtype_raises():
+    X = pd.DataFrame({"when": pd.date_range("2024-01-01", periods=4), "x": range(4)})
+    with pytest.raises(ValueError, match=r"unsupported column.*'when'"):
+        TabularPreprocessor().fit(X)
+
+
+def test_input_frame_not_modified(mixed_frame):
+    before = mixed_frame.copy()
+    TabularPreprocessor().fit(mixed_frame).transform(mixed_frame)
+    pd.testing.assert_frame_equal(mixed_frame, before)
+
+
+# ----------------------------------------------------------------------- arrays
+
+
+def test_numpy_input(mixed_frame):
+    values = mixed_frame[NUMERIC].to_numpy()
+    pre = TabularPreprocessor().fit(values)
+    assert pre.get_feature_names_out().tolist() == [
+        "x0",
+        "x1",
+        "x2",
+        "missingindicator_x1",
+    ]
+    assert pre.numeric_features_ == ["x0", "x1", "x2"]
+    assert pre.categorical_features_ == []
+    assert not hasattr(pre, "feature_names_in_")
+    from_frame = TabularPreprocessor().fit_transform(mixed_frame[NUMERIC])
+    np.testing.assert_array_equal(pre.transform(values), from_frame)
+    np.testing.assert_array_equal(pre.transform(values.tolist()), from_frame)
+
+
+def test_non_numeric_array_raises():
+    with pytest.raises(ValueError, match="only numeric arrays"):
+        TabularPreprocessor().fit(np.array([["a", 1.0], ["b", 2.0]], dtype=object))
+
+
+def test_array_at_transform_after_frame_fit(mixed_frame):
+    pre = TabularPreprocessor().fit(mixed_frame)
+    with pytest.warns(UserWarning, match="does not have valid feature names"):
+        Xt = pre.transform(mixed_frame.to_numpy())
+    np.testing.assert_array_equal(Xt, pre.transform(mixed_frame))
+
+
+# ------------------------------------------------------------------ bad inputs
+
+
+def test_wrong_column_count_raises(mixed_frame):
+    values = np.random.default_rng(0).normal(size=(10, 4))
+    pre = TabularPreprocessor().fit(values)
+    msg = "X has 3 features, but TabularPreprocessor is expecting 4 features as input."
+    with pytest.raises(ValueError, match=re.escape(msg)):
+        pre.transform(values[:, :3])
+
+    frame_pre = TabularPreprocessor().fit(mixed_frame)
+    with (
+        pytest.warns(UserWarning, match="valid feature names"),
+        pytest.raises(ValueError, match="expecting 7 features"),
+    ):
+        frame_pre.transform(mixed_frame.iloc[:, :6].to_numpy())
+
+
+def test_missing_column_names_raise(mixed_frame):
+    pre = TabularPreprocessor().fit(mixed_frame)
+    with pytest.raises(
+        ValueError, match=r"(?s)seen at fit time, yet now missing.*income"
+    ):
+        pre.transform(mixed_frame.drop(columns="income"))
+    with pytest.raises(ValueError, match="feature names should match"):
+        pre.transform(mixed_frame.rename(columns={"age": "AGE"}))
+
+
+@pytest.mark.parametrize("as_frame", [True, False])
+def test_empty_input_raises(mixed_frame, as_frame):
+    X = mixed_frame if as_frame else mixed_frame[NUMERIC].to_numpy()
+    empty = X.iloc[:0] if as_frame else X[:0]
+    with pytest.raises(ValueError, match=r"0 sample\(s\)"):
+        TabularPreprocessor().fit(empty)
+    pre = TabularPreprocessor().fit(X)
+    with pytest.raises(ValueError, match=r"0 sample\(s\)"):
+        pre.transform(empty)
+
+
+def test_no_columns_raises():
+    with pytest.raises(ValueError, match=r"0 feature\(s\)"):
+        TabularPreprocessor().fit(pd.DataFrame(index=range(3)))
+
+
+@pytest.mark.parametrize("as_frame", [True, False])
+def test_inf_raises(mixed_frame, as_frame):
+    X = mixed_frame if as_frame else mixed_frame[NUMERIC].to_numpy()
+    bad = X.copy()
+    if as_frame:
+        bad.loc[3, "income"] = np.inf
+    else:
+        bad[3, 1] = -np.inf
+    with pytest.raises(ValueError, match="infinity"):
+        TabularPreprocessor().fit(bad)
+    pre = TabularPreprocessor().fit(X)
+    with pytest.raises(ValueError, match="infinity"):
+        pre.transform(bad)
+
+
+def test_inf_error_names_the_column(mixed_frame):
+    bad = mixed_frame.assign(income=mixed_frame["income"].fillna(np.inf))
+    with pytest.raises(ValueError, match="'income'"):
+        TabularPreprocessor().fit(bad)
+
+
+@pytest.mark.parametrize(
+    ("params", "name"),
+    [
+        ({"min_frequency": -1}, "min_frequency"),
+        ({"min_frequency": 1.5}, "min_frequency"),
+        ({"max_categories": 0}, "max_categories"),
+        ({"scale_numeric": "yes"}, "scale_numeric"),
+    ],
+)
+def test_invalid_params_raise(mixed_frame, params, name):
+    with pytest.raises(ValueError, match=f"The '{name}' parameter"):
+        TabularPreprocessor(**params).fit(mixed_frame)
+
+
+def test_transform_before_fit_raises(mixed_frame):
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        TabularPreprocessor().transform(mixed_frame)
+
+
+# ---------------------------------------------------------- estimator protocol
+
+
+def test_clone_and_get_params(mixed_frame):
+    pre = TabularPreprocessor(min_frequency=5, max_categories=None, scale_numeric=False)
+    params = pre.get_params()
+    assert params == {
+        "add_missing_indicator": True,
+        "max_categories": None,
+        "min_frequency": 5,
+        "scale_numeric": False,
+    }
+    pre.fit(mixed_frame)
+    twin = clone(pre)
+    assert twin.get_params() == params
+    assert not hasattr(twin, "column_transformer_")
+    twin.set_params(scale_numeric=True)
+    assert twin.scale_numeric is True and pre.scale_numeric is False
+
+
+def test_pickle_round_trip(mixed_frame):
+    pre = TabularPreprocessor().fit(mixed_frame)
+    restored = pickle.loads(pickle.dumps(pre))
+    np.testing.assert_array_equal(
+        restored.transform(mixed_frame), pre.transform(mixed_frame)
+    )
+    assert (
+        restored.get_feature_names_out().tolist()
+        == pre.get_feature_names_out().tolist()
+    )
+
+
+def test_output_float32_c_contiguous(mixed_frame):
+    pre = TabularPreprocessor()
+    Xt_fit = pre.fit_transform(mixed_frame)
+    Xt = pre.transform(mixed_frame)
+    for out in (Xt_fit, Xt):
+        assert isinstance(out, np.ndarray)
+        assert out.dtype == np.float32
+        assert out.ndim == 2
+        assert out.flags.c_contiguous
+        assert np.isfinite(out).all()
+    np.testing.assert_array_equal(Xt_fit, Xt)
+
+
+@parametrize_with_checks([TabularPreprocessor()])
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
