@@ -1,0 +1,79 @@
+"""Parameter and input checks shared by the estimators.
+
+Each error names the parameter, what was expected and what was received.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import torch
+
+
+def check_number(
+    name: str,
+    value,
+    *,
+    integer: bool = False,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    allow_none: bool = False,
+    allow_inf: bool = False,
+) -> None:
+    """Raise a ValueError unless ``value`` is a number in the given interval."""
+    if value is None and allow_none:
+        return
+    kind = numbers.Integral if integer else numbers.Real
+    what = "an integer" if integer else "a number"
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise ValueError(f"The '{name}' parameter must be {what}; got {value!r}.")
+    if np.isnan(value) or (np.isinf(value) and not allow_inf):
+        raise ValueError(f"The '{name}' parameter must be finite; got {value!r}.")
+    if low is not None and (value < low or (low_open and value == low)):
+        bound = ">" if low_open else ">="
+        raise ValueError(
+            f"The '{name}' parameter must be {bound} {low}; got {value!r}."
+        )
+    if high is not None and value > high:
+        raise ValueError(f"The '{name}' parameter must be <= {high}; got {value!r}.")
+
+
+def check_option(name: str, value, options: tuple) -> None:
+    """Raise a ValueError unless ``value`` is one of ``options``."""
+    if value not in options:
+        expected = ", ".join(repr(o) for o in options)
+        raise ValueError(
+            f"The '{name}' parameter must be one of {expected}; got {value!r}."
+        )
+
+
+def resolve_device(device: str | torch.device) -> torch.device:
+    """'auto' -> CUDA when available, else CPU; anything else as torch reads it."""
+    if isinstance(device, str) and device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(
+            f"The 'device' parameter must be 'auto' or a torch device; got {device!r}."
+        ) from exc
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} was requested but CUDA is not available.")
+    return resolved
+
+
+def check_offset(offset, n_samples: int) -> np.ndarray | None:
+    """Validate an offset: None or a finite 1-d array of length n_samples."""
+    if offset is None:
+        return None
+    offset = np.asarray(offset, dtype=np.float64)
+    if offset.ndim != 1 or offset.shape[0] != n_samples:
+        raise ValueError(
+            f"offset must be a 1-d array with one value per row ({n_samples}); "
+            f"got shape {offset.shape}."
+        )
+    if not np.all(np.isfinite(offset)):
+        raise ValueError("offset contains NaN or infinity.")
+    return offset

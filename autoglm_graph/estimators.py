@@ -1,0 +1,887 @@
+"""scikit-learn estimators: GraphGLMRegressor and GraphGLMClassifier."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import torch
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.model_selection import train_test_split
+from sklearn.preprocessing import LabelEncoder
+from sklearn.utils import check_random_state
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import (
+    _check_sample_weight,
+    check_array,
+    check_consistent_length,
+    check_is_fitted,
+    column_or_1d,
+    validate_data,
+)
+
+from ._glm import fit_global_glm
+from ._validation import check_number, check_offset, check_option, resolve_device
+from .families import Family, get_family
+from .modules import GraphGLMNet
+from .preprocessing import TabularPreprocessor
+from .training import EarlyStopping, GraphConfig, RowData, Trainer, linear_predictor
+
+# Below this many rows there is no graph worth learning: the model is the GLM.
+MIN_ROWS_FOR_NETWORK = 10
+# Rows per chunk at prediction time (bounds memory; results do not depend on it).
+PREDICT_CHUNK = 8192
+
+
+class _BaseGraphGLM(BaseEstimator):
+    """Shared fitting and inference of the graph-contextualized GLM."""
+
+    def __init__(
+        self,
+        *,
+        alpha: float = 1e-4,
+        n_neighbors: int = 16,
+        threshold: float = 0.0,
+        graph_space: str = "embedding",
+        graph_refresh: int = 10,
+        hidden_channels: int = 64,
+        heads: int = 4,
+        num_layers: int = 2,
+        conv: str = "gat",
+        dropout: float = 0.1,
+        use_neighbor_targets: bool = True,
+        local_penalty: float = 1e-3,
+        learning_rate: float = 3e-3,
+        weight_decay: float = 1e-4,
+        max_epochs: int = 300,
+        batch_size: int | None = None,
+        early_stopping: bool = True,
+        validation_fraction: float = 0.1,
+        n_iter_no_change: int = 20,
+        tol: float = 1e-4,
+        callbacks: list | None = None,
+        device: str = "auto",
+        random_state=None,
+        verbose: int = 0,
+    ) -> None:
+        self.alpha = alpha
+        self.n_neighbors = n_neighbors
+        self.threshold = threshold
+        self.graph_space = graph_space
+        self.graph_refresh = graph_refresh
+        self.hidden_channels = hidden_channels
+        self.heads = heads
+        self.num_layers = num_layers
+        self.conv = conv
+        self.dropout = dropout
+        self.use_neighbor_targets = use_neighbor_targets
+        self.local_penalty = local_penalty
+        self.learning_rate = learning_rate
+        self.weight_decay = weight_decay
+        self.max_epochs = max_epochs
+        self.batch_size = batch_size
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
+        self.callbacks = callbacks
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True  # the preprocessing imputes
+        tags.input_tags.categorical = True
+        tags.input_tags.string = True
+        return tags
+
+    # ------------------------------------------------------------ validation
+    def _validate_params(self) -> None:
+        check_number("alpha", self.alpha, low=0)
+        check_number("n_neighbors", self.n_neighbors, integer=True, low=1)
+        check_number("threshold", self.threshold, low=-1, high=1)
+        check_option("graph_space", self.graph_space, ("embedding", "input"))
+        check_number("graph_refresh", self.graph_refresh, integer=True, low=1)
+        check_number("hidden_channels", self.hidden_channels, integer=True, low=1)
+        check_number("heads", self.heads, integer=True, low=1)
+        if self.hidden_channels % self.heads:
+            raise ValueError(
+                f"The 'heads' parameter must divide hidden_channels="
+                f"{self.hidden_channels}; got heads={self.heads}."
+            )
+        check_number("num_layers", self.num_layers, integer=True, low=1)
+        check_option("conv", self.conv, ("gat", "gatv2"))
+        check_number("dropout", self.dropout, low=0, high=1)
+        check_option("use_neighbor_targets", self.use_neighbor_targets, (True, False))
+        check_number("local_penalty", self.local_penalty, low=0, allow_inf=True)
+        check_number("learning_rate", self.learning_rate, low=0, low_open=True)
+        check_number("weight_decay", self.weight_decay, low=0)
+        check_number("max_epochs", self.max_epochs, integer=True, low=0)
+        check_number(
+            "batch_size", self.batch_size, integer=True, low=1, allow_none=True
+        )
+        check_option("early_stopping", self.early_stopping, (True, False))
+        check_number(
+            "validation_fraction",
+            self.validation_fraction,
+            low=0,
+            high=1,
+            low_open=True,
+        )
+        check_number("n_iter_no_change", self.n_iter_no_change, integer=True, low=1)
+        check_number("tol", self.tol, low=0)
+        check_number("verbose", self.verbose, integer=True, low=0)
+
+    def _validate_X(self, X, *, reset: bool):
+        if hasattr(X, "iloc"):
+            validate_data(self, X, reset=reset, skip_check_array=True)
+            return X
+        return validate_data(
+            self,
+            X,
+            reset=reset,
+            accept_sparse=False,
+            ensure_all_finite="allow-nan",
+            dtype="numeric",
+            ensure_min_samples=1,
+        )
+
+    def _validate_inputs(self, X, y, sample_weight, offset):
+        X = self._validate_X(X, reset=True)
+        if y is None:
+            raise ValueError(
+                f"{type(self).__name__} requires y to be passed, but the target y "
+                "is None."
+            )
+        y = column_or_1d(y, warn=True)
+        check_consistent_length(X, y)
+        if X.shape[0] < 2:
+            raise ValueError(
+                f"Found array with {X.shape[0]} sample(s) (shape={X.shape}) while a "
+                "minimum of 2 is required; got 1 sample."
+                if X.shape[0] == 1
+                else f"Found array with 0 sample(s) (shape={X.shape}) while a "
+                "minimum of 2 is required."
+            )
+        sample_weight = _check_sample_weight(
+            sample_weight,
+            np.empty(X.shape[0]),
+            dtype=np.float64,
+            ensure_non_negative=True,
+        )
+        if not sample_weight.sum() > 0:
+            raise ValueError("sample_weight must have a positive sum.")
+        offset = check_offset(offset, X.shape[0])
+        return X, y, sample_weight, offset
+
+    # --------------------------------------------------------------- fitting
+    def _fit(self, X, y, sample_weight=None, offset=None):
+        self._validate_params()
+        self.device_ = resolve_device(self.device)
+        X, y, sample_weight, offset = self._validate_inputs(X, y, sample_weight, offset)
+        y_model = self._encode_target(y)
+        family = self._make_family(y_model)
+        family.check_y(y_model)
+        self.family_ = family
+        self.preprocessor_ = TabularPreprocessor()
+        design = self.preprocessor_.fit_transform(X)
+        self.feature_names_out_ = self.preprocessor_.get_feature_names_out()
+        glm = fit_global_glm(
+            design.astype(np.float64),
+            y_model,
+            family,
+            n_outputs=self._n_outputs,
+            sample_weight=sample_weight,
+            offset=offset,
+            alpha=self.alpha,
+        )
+        self.global_glm_ = glm
+        self._set_global_coefficients(glm)
+        self._train_positions = None
+        self.network_ = None
+        self.history_ = []
+        self.n_iter_ = 0
+        reason = self._global_only_reason(X.shape[0])
+        if reason is None:
+            reason = self._fit_network(design, y_model, sample_weight, offset, glm)
+        self.is_global_only_ = reason is not None
+        self.global_only_reason_ = reason
+        if reason is not None and self.verbose:
+            print(
+                f"{type(self).__name__}: the fitted model is the global GLM ({reason})."
+            )
+        self._train_index = self._row_labels(X)
+        return self
+
+    def _global_only_reason(self, n_samples: int) -> str | None:
+        if np.isinf(self.local_penalty):
+            return "local_penalty=inf"
+        if self.max_epochs == 0:
+            return "max_epochs=0"
+        if n_samples < MIN_ROWS_FOR_NETWORK:
+            return f"only {n_samples} rows; the network needs {MIN_ROWS_FOR_NETWORK}"
+        return None
+
+    def _split(self, y_model: np.ndarray, n_samples: int, seed: int):
+        positions = np.arange(n_samples)
+        if not self.early_stopping:
+            return positions, None
+        stratify = self._stratify_labels(y_model)
+        try:
+            train, val = train_test_split(
+                positions,
+                test_size=self.validation_fraction,
+                random_state=seed,
+                stratify=stratify,
+            )
+        except ValueError:  # a class too small to stratify
+            train, val = train_test_split(
+                positions, test_size=self.validation_fraction, random_state=seed
+            )
+        return np.sort(train), np.sort(val)
+
+    def _stratify_labels(self, y_model: np.ndarray):
+        return None
+
+    def _fit_network(self, design, y_model, sample_weight, offset, glm) -> str | None:
+        rng = check_random_state(self.random_state)
+        seed = int(rng.randint(np.iinfo(np.int32).max))
+        train_pos, val_pos = self._split(y_model, design.shape[0], seed)
+        if len(train_pos) < 2:
+            return "too few training rows after the validation split"
+        rows = self._row_data(design, y_model, sample_weight, offset, glm, train_pos)
+        train = rows.subset(torch.as_tensor(train_pos, device=self.device_))
+        val = None
+        if val_pos is not None and len(val_pos):
+            val = rows.subset(torch.as_tensor(val_pos, device=self.device_))
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            trainer = self._make_trainer(design.shape[1], train)
+            best = trainer.fit(train, val)
+        self.history_ = trainer.history
+        if trainer.selector is not None:
+            self.validation_gain_ = trainer.selector.gain
+            self.validation_gain_se_ = trainer.selector.gain_se
+        self.n_iter_ = max(1, len([h for h in trainer.history if h["epoch"] > 0]))
+        if best is None:
+            return (
+                "the network did not beat the global GLM's validation deviance by "
+                "more than one standard error"
+            )
+        trainer.net.load_state_dict(best.state_dict)
+        trainer.net.eval()
+        trainer.callbacks = []
+        self.best_epoch_ = best.epoch
+        self.network_ = trainer.net
+        self._trainer = trainer
+        self._train_rows = train
+        self._train_positions = train_pos
+        self._source_states = trainer.source_states(train, best.train_graph)
+        return None
+
+    def _make_trainer(self, n_features: int, train: RowData) -> Trainer:
+        target_channels = 0 if train.targets is None else train.targets.shape[1]
+        net = GraphGLMNet(
+            n_features,
+            (n_features + 1) * self._n_outputs,
+            hidden_channels=self.hidden_channels,
+            heads=self.heads,
+            num_layers=self.num_layers,
+            target_channels=target_channels,
+            dropout=self.dropout,
+            conv=self.conv,
+        ).to(self.device_)
+        callbacks = list(self.callbacks or [])
+        if self.early_stopping:
+            callbacks.insert(0, EarlyStopping(self.n_iter_no_change, self.tol))
+        return Trainer(
+            net=net,
+            family=self.family_,
+            n_outputs=self._n_outputs,
+            graph=GraphConfig(
+                self.graph_space, self.n_neighbors, self.threshold, self.graph_refresh
+            ),
+            learning_rate=self.learning_rate,
+            weight_decay=self.weight_decay,
+            local_penalty=self.local_penalty,
+            max_epochs=self.max_epochs,
+            batch_size=self.batch_size,
+            callbacks=callbacks,
+            verbose=self.verbose,
+        )
+
+    def _row_data(self, design, y_model, sample_weight, offset, glm, train_pos):
+        device = self.device_
+        as_tensor = lambda a: torch.as_tensor(  # noqa: E731
+            np.ascontiguousarray(a), dtype=torch.float32, device=device
+        )
+        eta_global = self._global_eta(design, offset)
+        targets = None
+        if self.use_neighbor_targets:
+            targets = outcome_features(
+                self.family_, y_model, eta_global, sample_weight, train_pos
+            )
+        return RowData(
+            context=as_tensor(design),
+            design=as_tensor(design),
+            y=as_tensor(y_model),
+            weight=as_tensor(sample_weight),
+            eta_global=as_tensor(eta_global),
+            targets=None if targets is None else as_tensor(targets),
+        )
+
+    def _global_eta(self, design: np.ndarray, offset) -> np.ndarray:
+        glm = self.global_glm_
+        eta = design.astype(np.float64) @ glm.coef.T + glm.intercept
+        if offset is not None:
+            eta = eta + offset[:, None]
+        return eta
+
+    # ------------------------------------------------------------- inference
+    def _design(self, X) -> np.ndarray:
+        check_is_fitted(self, "global_glm_")
+        X = self._validate_X(X, reset=False)
+        if X.shape[0] == 0:
+            raise ValueError("Found array with 0 sample(s); at least 1 is required.")
+        return self.preprocessor_.transform(X)
+
+    def _coefficients(self, design: np.ndarray, offset=None):
+        """Per-row (eta [n, n_outputs], theta [n, n_outputs, p + 1])."""
+        offset = check_offset(offset, design.shape[0])
+        glm = self.global_glm_
+        theta_global = np.concatenate([glm.intercept[:, None], glm.coef], axis=1)
+        eta = self._global_eta(design, offset)
+        theta = np.broadcast_to(theta_global, (design.shape[0], *theta_global.shape))
+        if self.network_ is None:
+            return eta, theta.copy()
+        deltas = [
+            self._query(design[s : s + PREDICT_CHUNK])
+            for s in range(0, design.shape[0], PREDICT_CHUNK)
+        ]
+        delta = torch.cat(deltas).double()
+        rows = RowData(
+            context=None,
+            design=torch.as_tensor(design, dtype=torch.float64),
+            y=None,
+            weight=None,
+            eta_global=torch.as_tensor(eta),
+        )
+        eta_local, delta = linear_predictor(delta, rows, self._n_outputs)
+        eta_local = eta_local.reshape(eta.shape)
+        return eta_local.numpy(), theta + delta.numpy()
+
+    def _query(self, design_chunk: np.ndarray, **kwargs):
+        context = torch.as_tensor(
+            design_chunk, dtype=torch.float32, device=self.device_
+        )
+        out = self._trainer.query_delta(
+            context, self._train_rows, self._source_states, **kwargs
+        )
+        if kwargs:
+            return out
+        return out.cpu()
+
+    def _linear_predictor(self, X, offset=None) -> np.ndarray:
+        eta, _ = self._coefficients(self._design(X), offset)
+        return eta
+
+    def local_coef(self, X, offset=None) -> pd.DataFrame:
+        """Per-row GLM coefficients: the global GLM plus each row's deviation.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        offset : array-like of shape (n_samples,), default=None
+            Accepted for symmetry with ``predict``; it does not change coefficients.
+
+        Returns
+        -------
+        DataFrame of shape (n_samples, n_terms)
+            Columns ``intercept`` and the design's feature names; for the
+            multinomial family a (class, term) column MultiIndex.
+        """
+        design = self._design(X)
+        _, theta = self._coefficients(design, offset)
+        terms = ["intercept", *self.feature_names_out_]
+        index = X.index if hasattr(X, "index") else None
+        if self._n_outputs == 1:
+            return pd.DataFrame(theta[:, 0, :], columns=terms, index=index)
+        columns = pd.MultiIndex.from_product(
+            [list(self.classes_), terms], names=["class", "term"]
+        )
+        return pd.DataFrame(
+            theta.reshape(theta.shape[0], -1), columns=columns, index=index
+        )
+
+    def explain(self, X) -> pd.DataFrame:
+        """The training rows each row attended to, with attention weights.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+
+        Returns
+        -------
+        DataFrame
+            One line per (row, neighbour): ``row`` (X's index, or position),
+            ``neighbor`` (the training row's index in the training data, or its
+            position), ``rank``, ``similarity`` and ``attention`` (last layer,
+            mean over heads), sorted by row then rank. Empty when the fitted
+            model is the global GLM.
+        """
+        design = self._design(X)
+        row_labels = self._row_labels(X)
+        columns = ["row", "neighbor", "rank", "similarity", "attention"]
+        if self.network_ is None:
+            return pd.DataFrame(columns=columns)
+        frames = []
+        for start in range(0, design.shape[0], PREDICT_CHUNK):
+            chunk = design[start : start + PREDICT_CHUNK]
+            (_, (edge_index, alpha)), graph = self._query(
+                chunk, return_graph=True, return_attention=True
+            )
+            src, dst = edge_index.cpu().numpy()
+            rank = graph.mask.cumsum(dim=1)[graph.mask].cpu().numpy() - 1
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "row": row_labels[start + dst],
+                        "neighbor": self._train_index[self._train_positions[src]],
+                        "rank": rank,
+                        "similarity": graph.similarities[graph.mask].cpu().numpy(),
+                        "attention": alpha.mean(dim=1).cpu().numpy(),
+                    }
+                )
+            )
+        return pd.concat(frames, ignore_index=True)[columns]
+
+    @staticmethod
+    def _row_labels(X) -> np.ndarray:
+        if hasattr(X, "index"):
+            return np.asarray(X.index)
+        return np.arange(X.shape[0])
+
+    # ---------------------------------------------------------- persistence
+    def __getstate__(self):
+        # As skorch does: tensors travel on the CPU and come back on the device.
+        state = self.__dict__.copy()
+        for key in _DEVICE_STATE:
+            if key in state:
+                state[key] = _move(state[key], torch.device("cpu"))
+        if state.get("_trainer") is not None:
+            state["network_"] = None  # the trainer's network; restored on load
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        if "device_" in state:
+            try:
+                self.device_ = resolve_device(self.device)
+            except ValueError:  # e.g. fitted on a GPU, loaded where there is none
+                self.device_ = torch.device("cpu")
+            for key in _DEVICE_STATE:
+                if key in state:
+                    setattr(self, key, _move(state[key], self.device_))
+        if getattr(self, "_trainer", None) is not None:
+            self.network_ = self._trainer.net
+
+
+_DEVICE_STATE = ("_trainer", "_train_rows", "_source_states")
+
+
+def _move(obj, device: torch.device):
+    """A copy of ``obj`` (tensor, module, dataclass of them) on ``device``."""
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device)
+    if isinstance(obj, torch.nn.Module):
+        return copy.deepcopy(obj).to(device)
+    if isinstance(obj, list):
+        return [_move(item, device) for item in obj]
+    if dataclasses.is_dataclass(obj):
+        changes = {
+            f.name: _move(getattr(obj, f.name), device) for f in dataclasses.fields(obj)
+        }
+        return dataclasses.replace(obj, **changes)
+    return obj
+
+
+def outcome_features(
+    family: Family,
+    y: np.ndarray,
+    eta_global: np.ndarray,
+    sample_weight: np.ndarray,
+    train_pos: np.ndarray,
+) -> np.ndarray:
+    """What a training row's messages say about its outcome, standardised.
+
+    Two blocks: the target on the link scale (smoothed so that log(0) is
+    finite; one-hot classes for multinomial) and the Pearson residual under the
+    global GLM (y - mu for multinomial). Standardised with the training rows'
+    weighted moments.
+    """
+    y2 = y.reshape(len(y), -1).astype(np.float64)
+    eta = torch.as_tensor(eta_global if y2.shape[1] > 1 else eta_global[:, 0])
+    mu = family.inverse_link(eta).numpy().reshape(len(y), -1)
+    if family.link_name == "log":
+        mean_y = np.average(y2[train_pos, 0], weights=sample_weight[train_pos])
+        shift = 0.1 * max(mean_y, 1e-8)
+        transformed = np.log(y2 + shift)
+    else:
+        transformed = y2
+    if family.link_name == "softmax":
+        residual = y2 - mu
+    else:
+        variance = family.unit_variance(torch.as_tensor(mu)).numpy()
+        residual = np.clip((y2 - mu) / np.sqrt(np.maximum(variance, 1e-12)), -10, 10)
+    features = np.concatenate([transformed, residual], axis=1)
+    weights = sample_weight[train_pos]
+    mean = np.average(features[train_pos], axis=0, weights=weights)
+    std = np.sqrt(
+        np.average((features[train_pos] - mean) ** 2, axis=0, weights=weights)
+    )
+    return (features - mean) / np.where(std > 1e-12, std, 1.0)
+
+
+_COMMON_PARAMS_DOC = """
+    alpha : float, default=1e-4
+        L2 penalty of the global GLM's slopes, as in scikit-learn's
+        ``PoissonRegressor``: the global GLM minimises
+        ``(1/sum(w)) sum_i w_i unit_deviance_i / 2 + alpha/2 ||beta||^2``.
+    n_neighbors : int, default=16
+        Neighbours (training rows) per row in the similarity graph.
+    threshold : float, default=0.0
+        Cosine similarity below which a neighbour is dropped (tau).
+    graph_space : {"embedding", "input"}, default="embedding"
+        Build the graph in the learned embedding space (rebuilt every
+        ``graph_refresh`` epochs) or in the standardised input space.
+    graph_refresh : int, default=10
+        Epochs between rebuilds of the embedding-space graph.
+    hidden_channels : int, default=64
+        Width of the encoder and attention layers.
+    heads : int, default=4
+        Attention heads; must divide ``hidden_channels``.
+    num_layers : int, default=2
+        Graph attention layers.
+    conv : {"gat", "gatv2"}, default="gat"
+        torch_geometric's ``GATConv`` or ``GATv2Conv``.
+    dropout : float, default=0.1
+        Dropout on hidden states and attention weights.
+    use_neighbor_targets : bool, default=True
+        Let last-layer messages carry neighbours' outcomes (target on the link
+        scale and residual under the global GLM). A training row never sees its
+        own outcome, and validation rows are never neighbours.
+    local_penalty : float, default=1e-3
+        Penalty on the squared per-row coefficient deviations. ``numpy.inf``
+        gives exactly the global GLM (no network is trained).
+    learning_rate : float, default=3e-3
+        AdamW learning rate.
+    weight_decay : float, default=1e-4
+        AdamW weight decay of the network.
+    max_epochs : int, default=300
+        Upper bound on training epochs (full-batch steps, or passes over the
+        mini-batches when ``batch_size`` is set).
+    batch_size : int or None, default=None
+        Destination rows per optimiser step (each with its L-hop
+        neighbourhood); None trains full-batch.
+    early_stopping : bool, default=True
+        Hold out ``validation_fraction`` of the rows, keep the epoch with the
+        best validation deviance, and stop after ``n_iter_no_change`` epochs
+        without improvement. If no epoch beats the global GLM, the fitted model
+        is the global GLM (``is_global_only_``).
+    validation_fraction : float, default=0.1
+    n_iter_no_change : int, default=20
+    tol : float, default=1e-4
+        Relative improvement of validation deviance that resets the patience.
+    callbacks : list or None, default=None
+        Objects with ``on_epoch_end(trainer, logs) -> bool`` (True stops).
+    device : str, default="auto"
+        "auto" (CUDA when available), "cpu", "cuda", ...
+    random_state : int, RandomState instance or None, default=None
+    verbose : int, default=0
+        Progress bar and messages when > 0.
+"""
+
+_COMMON_ATTRIBUTES_DOC = """
+    feature_names_out_ : ndarray of str
+        Names of the design columns (after preprocessing) that ``coef_`` uses.
+    preprocessor_ : TabularPreprocessor
+    global_glm_ : GlobalGLM
+    network_ : GraphGLMNet or None
+        The trained network (None when the model is the global GLM).
+    is_global_only_ : bool
+        True when the fitted model is exactly the global GLM.
+    global_only_reason_ : str or None
+    history_ : list of dict
+        Per-epoch ``train_loss``, ``train_deviance``, ``val_deviance``, ``seconds``.
+    best_epoch_ : int
+        The epoch whose weights were kept (when a network is used).
+    validation_gain_, validation_gain_se_ : float
+        Validation deviance of the global GLM minus that of the best epoch, and
+        its standard error; the network is kept only when the gain exceeds one
+        standard error.
+    n_iter_ : int
+        Epochs run.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Defined when X was a DataFrame with string column names.
+"""
+
+
+class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
+    __doc__ = f"""Graph-contextualized GLM regressor.
+
+    Every row gets its own GLM coefficients: those of a global GLM plus a
+    deviation predicted by a graph attention network over the most similar
+    training rows.
+
+    Parameters
+    ----------
+    family : {{"gaussian", "poisson", "gamma", "tweedie", "negative_binomial"}}
+        or Family, default="gaussian"
+    power : float, default=1.5
+        Tweedie power (used when ``family="tweedie"``): 0 or >= 1.
+    theta : float, default=1.0
+        Negative binomial dispersion: variance ``mu + theta * mu**2``.
+    {_COMMON_PARAMS_DOC}
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features_out,)
+        Slopes of the global GLM, named by ``feature_names_out_``.
+    intercept_ : float
+    family_ : Family
+    {_COMMON_ATTRIBUTES_DOC}
+    Examples
+    --------
+    >>> from autoglm_graph import GraphGLMRegressor
+    >>> from autoglm_graph.datasets import make_varying_coefficients
+    >>> X, y, _ = make_varying_coefficients(300, 3, family="poisson", random_state=0)
+    >>> model = GraphGLMRegressor(family="poisson", max_epochs=5, random_state=0)
+    >>> model.fit(X, y).predict(X[:2]).shape
+    (2,)
+    """
+
+    def __init__(
+        self,
+        *,
+        family: str | Family = "gaussian",
+        power: float = 1.5,
+        theta: float = 1.0,
+        alpha: float = 1e-4,
+        n_neighbors: int = 16,
+        threshold: float = 0.0,
+        graph_space: str = "embedding",
+        graph_refresh: int = 10,
+        hidden_channels: int = 64,
+        heads: int = 4,
+        num_layers: int = 2,
+        conv: str = "gat",
+        dropout: float = 0.1,
+        use_neighbor_targets: bool = True,
+        local_penalty: float = 1e-3,
+        learning_rate: float = 3e-3,
+        weight_decay: float = 1e-4,
+        max_epochs: int = 300,
+        batch_size: int | None = None,
+        early_stopping: bool = True,
+        validation_fraction: float = 0.1,
+        n_iter_no_change: int = 20,
+        tol: float = 1e-4,
+        callbacks: list | None = None,
+        device: str = "auto",
+        random_state=None,
+        verbose: int = 0,
+    ) -> None:
+        self.family = family
+        self.power = power
+        self.theta = theta
+        super().__init__(
+            alpha=alpha,
+            n_neighbors=n_neighbors,
+            threshold=threshold,
+            graph_space=graph_space,
+            graph_refresh=graph_refresh,
+            hidden_channels=hidden_channels,
+            heads=heads,
+            num_layers=num_layers,
+            conv=conv,
+            dropout=dropout,
+            use_neighbor_targets=use_neighbor_targets,
+            local_penalty=local_penalty,
+            learning_rate=learning_rate,
+            weight_decay=weight_decay,
+            max_epochs=max_epochs,
+            batch_size=batch_size,
+            early_stopping=early_stopping,
+            validation_fraction=validation_fraction,
+            n_iter_no_change=n_iter_no_change,
+            tol=tol,
+            callbacks=callbacks,
+            device=device,
+            random_state=random_state,
+            verbose=verbose,
+        )
+
+    _n_outputs = 1
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        try:
+            family = get_family(self.family, power=self.power, theta=self.theta)
+            tags.target_tags.positive_only = family.name in (
+                "poisson",
+                "gamma",
+                "negative_binomial",
+            ) or (family.name == "tweedie" and family.power > 0)
+        except (ValueError, TypeError):
+            pass
+        return tags
+
+    def _encode_target(self, y: np.ndarray) -> np.ndarray:
+        y = check_array(y, ensure_2d=False, dtype=np.float64, input_name="y")
+        return y
+
+    def _make_family(self, y_model: np.ndarray) -> Family:
+        family = get_family(self.family, power=self.power, theta=self.theta)
+        if family.name in ("binomial", "multinomial"):
+            raise ValueError(
+                f"The '{family.name}' family is for classification; use "
+                "GraphGLMClassifier."
+            )
+        return family
+
+    def _set_global_coefficients(self, glm) -> None:
+        self.coef_ = glm.coef[0].copy()
+        self.intercept_ = float(glm.intercept[0])
+
+    def fit(self, X, y, sample_weight=None, offset=None) -> GraphGLMRegressor:
+        """Fit the global GLM, then the network of per-row deviations.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+            Numeric, categorical and missing values are handled by the
+            preprocessing.
+        y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), default=None
+        offset : array-like of shape (n_samples,), default=None
+            Added to the linear predictor (e.g. log exposure for poisson).
+
+        Returns
+        -------
+        self
+        """
+        return self._fit(X, y, sample_weight, offset)
+
+    def predict(self, X, offset=None) -> np.ndarray:
+        """Predicted mean on the response scale, shape (n_samples,)."""
+        eta = self._linear_predictor(X, offset)[:, 0]
+        return self.family_.inverse_link(torch.as_tensor(eta)).numpy()
+
+    def score(self, X, y, sample_weight=None, offset=None) -> float:
+        """D^2, the fraction of deviance explained (1 is perfect).
+
+        As scikit-learn's GLMs: ``1 - D(y, predict(X)) / D(y, weighted mean y)``.
+        """
+        y = np.asarray(y, dtype=np.float64)
+        eta = torch.as_tensor(self._linear_predictor(X, offset)[:, 0])
+        yt = torch.as_tensor(y)
+        w = (
+            None
+            if sample_weight is None
+            else torch.as_tensor(np.asarray(sample_weight, dtype=np.float64))
+        )
+        null_mu = np.average(y, weights=None if w is None else w.numpy())
+        null_eta = self.family_.link(torch.full_like(yt, null_mu))
+        deviance = self.family_.deviance(yt, eta, w)
+        null = self.family_.deviance(yt, null_eta, w)
+        return float(1.0 - deviance / null)
+
+
+class GraphGLMClassifier(ClassifierMixin, _BaseGraphGLM):
+    __doc__ = f"""Graph-contextualized GLM classifier (binomial or multinomial).
+
+    The family follows from y: binomial (logit link) for two classes,
+    multinomial (softmax) for more. Labels may be strings.
+
+    Parameters
+    ----------
+    {_COMMON_PARAMS_DOC}
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    coef_ : ndarray of shape (1, n_features_out) or (n_classes, n_features_out)
+        Global GLM slopes (per class for multinomial), as LogisticRegression.
+    intercept_ : ndarray of shape (1,) or (n_classes,)
+    family_ : Family
+    {_COMMON_ATTRIBUTES_DOC}
+    Examples
+    --------
+    >>> from autoglm_graph import GraphGLMClassifier
+    >>> from autoglm_graph.datasets import make_varying_coefficients
+    >>> X, y, _ = make_varying_coefficients(300, 3, family="binomial", random_state=0)
+    >>> model = GraphGLMClassifier(max_epochs=5, random_state=0).fit(X, y)
+    >>> model.predict_proba(X[:2]).shape
+    (2, 2)
+    """
+
+    def _encode_target(self, y: np.ndarray) -> np.ndarray:
+        check_classification_targets(y)
+        self._label_encoder = LabelEncoder().fit(y)
+        self.classes_ = self._label_encoder.classes_
+        if len(self.classes_) < 2:
+            raise ValueError(
+                "GraphGLMClassifier needs at least 2 classes in y; got 1 class "
+                f"({self.classes_[0]!r})."
+            )
+        codes = self._label_encoder.transform(y)
+        if len(self.classes_) == 2:
+            return codes.astype(np.float64)
+        return np.eye(len(self.classes_))[codes]
+
+    @property
+    def _n_outputs(self) -> int:
+        return 1 if len(self.classes_) == 2 else len(self.classes_)
+
+    def _make_family(self, y_model: np.ndarray) -> Family:
+        return get_family("binomial" if y_model.ndim == 1 else "multinomial")
+
+    def _stratify_labels(self, y_model: np.ndarray):
+        return y_model if y_model.ndim == 1 else y_model.argmax(axis=1)
+
+    def _set_global_coefficients(self, glm) -> None:
+        self.coef_ = glm.coef.copy()
+        self.intercept_ = glm.intercept.copy()
+
+    def fit(self, X, y, sample_weight=None, offset=None) -> GraphGLMClassifier:
+        """Fit the global GLM, then the network of per-row deviations.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Class labels (numbers or strings).
+        sample_weight : array-like of shape (n_samples,), default=None
+        offset : array-like of shape (n_samples,), default=None
+            Added to the linear predictor (binary: the log-odds).
+
+        Returns
+        -------
+        self
+        """
+        return self._fit(X, y, sample_weight, offset)
+
+    def predict_proba(self, X, offset=None) -> np.ndarray:
+        """Class probabilities, shape (n_samples, n_classes)."""
+        eta = torch.as_tensor(self._linear_predictor(X, offset))
+        if len(self.classes_) == 2:
+            p = torch.sigmoid(eta[:, 0]).numpy()
+            return np.column_stack([1.0 - p, p])
+        return torch.softmax(eta, dim=1).numpy()
+
+    def predict(self, X, offset=None) -> np.ndarray:
+        """Most probable class label per row."""
+        proba = self.predict_proba(X, offset)
+        return self.classes_[np.argmax(proba, axis=1)]

@@ -1,0 +1,228 @@
+"""Torch modules of the graph GLM: encoder, GAT stack with neighbour outcomes, head.
+
+The network maps each row's context to a deviation ``delta_i`` of its GLM
+coefficients from the global GLM. Messages flow from *source* rows (the
+training rows) to *destination* rows (training rows during training, new rows
+at prediction). Only the last layer's messages carry the sources' outcomes:
+earlier layers see features only, so a training row can never receive its own
+target through a two-hop path (i -> j -> i).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+from torch_geometric.nn import GATConv, GATv2Conv
+
+CONVS = {"gat": GATConv, "gatv2": GATv2Conv}
+
+
+@dataclass
+class SourceStates:
+    """What new rows need of the training rows: per-layer inputs and the pool.
+
+    Attributes
+    ----------
+    layers : list of Tensor
+        ``layers[l]`` holds the source features fed to layer ``l`` (for the last
+        layer, with the outcome features appended), each ``[n_train, *]``.
+    pooled : Tensor
+        ``[hidden_channels]``, the global pooled representation.
+    embedding : Tensor
+        ``[n_train, hidden_channels]``, encoder output of the training rows.
+    """
+
+    layers: list[Tensor]
+    pooled: Tensor
+    embedding: Tensor
+
+
+class GraphGLMNet(nn.Module):
+    r"""Per-row GLM coefficient deviations from a graph attention network.
+
+    Parameters
+    ----------
+    in_channels : int
+        Width of the context vectors.
+    out_channels : int
+        Number of coefficient deviations per row, ``(n_features + 1) * n_outputs``.
+    hidden_channels : int
+        Width of the hidden states; must be divisible by ``heads``.
+    heads : int
+        Attention heads per layer.
+    num_layers : int
+        Number of attention layers (>= 1).
+    target_channels : int
+        Width of the outcome features carried by last-layer messages (0: none).
+    dropout : float
+        Dropout on hidden states and attention coefficients.
+    conv : {"gat", "gatv2"}
+        torch_geometric attention layer.
+
+    Shapes
+    ------
+    - context: ``[n, in_channels]``; targets ``[n_src, target_channels]``;
+      edge_index ``[2, E]`` (source row, destination row), edge_attr ``[E, 1]``.
+    - output: ``[n, out_channels]``; zero at initialisation.
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        *,
+        hidden_channels: int = 64,
+        heads: int = 4,
+        num_layers: int = 2,
+        target_channels: int = 0,
+        dropout: float = 0.0,
+        conv: str = "gat",
+    ) -> None:
+        super().__init__()
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.hidden_channels = hidden_channels
+        self.heads = heads
+        self.num_layers = num_layers
+        self.target_channels = target_channels
+        self.dropout = dropout
+        self.conv = conv
+        self.encoder = nn.Sequential(
+            nn.Linear(in_channels, hidden_channels),
+            nn.GELU(),
+            nn.Dropout(dropout),
+            nn.Linear(hidden_channels, hidden_channels),
+            nn.LayerNorm(hidden_channels),
+        )
+        conv_cls = CONVS[conv]
+        self.convs = nn.ModuleList()
+        self.norms = nn.ModuleList()
+        for layer in range(num_layers):
+            src = hidden_channels + (target_channels if layer == num_layers - 1 else 0)
+            self.convs.append(
+                conv_cls(
+                    (src, hidden_channels),
+                    hidden_channels // heads,
+                    heads=heads,
+                    dropout=dropout,
+                    add_self_loops=False,
+                    edge_dim=1,
+                )
+            )
+            self.norms.append(nn.LayerNorm(hidden_channels))
+        self.head = nn.Sequential(
+            nn.Linear(2 * hidden_channels, hidden_channels),
+            nn.GELU(),
+            nn.Linear(hidden_channels, out_channels),
+        )
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Re-initialise all weights; the last head layer starts at zero."""
+        for module in self.modules():
+            if module is not self and hasattr(module, "reset_parameters"):
+                module.reset_parameters()
+        # Delta = 0 at the start: the untrained network *is* the global GLM.
+        nn.init.zeros_(self.head[-1].weight)
+        nn.init.zeros_(self.head[-1].bias)
+
+    def encode(self, context: Tensor) -> Tensor:
+        """Encoder output ``z``, shape ``[n, hidden_channels]``."""
+        return self.encoder(context)
+
+    def _layer(
+        self,
+        layer: int,
+        x_src: Tensor,
+        h_dst: Tensor,
+        edge_index: Tensor,
+        edge_attr: Tensor,
+        return_attention: bool = False,
+    ):
+        out = self.convs[layer](
+            (x_src, h_dst),
+            edge_index,
+            edge_attr=edge_attr,
+            return_attention_weights=True if return_attention else None,
+        )
+        attention = None
+        if return_attention:
+            out, attention = out
+        out = nn.functional.dropout(
+            nn.functional.gelu(out), p=self.dropout, training=self.training
+        )
+        return self.norms[layer](h_dst + out), attention
+
+    def _source_input(self, layer: int, h: Tensor, targets: Tensor | None) -> Tensor:
+        if layer == self.num_layers - 1 and self.target_channels:
+            return torch.cat([h, targets], dim=1)
+        return h
+
+    def forward(
+        self,
+        context: Tensor,
+        targets: Tensor | None,
+        edge_index: Tensor,
+        edge_attr: Tensor,
+        z: Tensor | None = None,
+    ) -> tuple[Tensor, SourceStates]:
+        """Transductive pass over the training rows (sources = destinations).
+
+        Returns the coefficient deviations of every row and the states that new
+        rows need (:class:`SourceStates`). ``z`` may pass a precomputed encoding.
+        """
+        h = self.encode(context) if z is None else z
+        embedding = h
+        layers = []
+        for layer in range(self.num_layers):
+            if layer == self.num_layers - 1:
+                # Pool before the outcome layer: the pool must not carry targets.
+                pooled = h.mean(dim=0)
+            x_src = self._source_input(layer, h, targets)
+            layers.append(x_src)
+            h, _ = self._layer(layer, x_src, h, edge_index, edge_attr)
+        states = SourceStates(layers=layers, pooled=pooled, embedding=embedding)
+        return self._head(h, pooled), states
+
+    def forward_query(
+        self,
+        context: Tensor,
+        states: SourceStates,
+        edge_index: Tensor,
+        edge_attr: Tensor,
+        z: Tensor | None = None,
+        return_attention: bool = False,
+    ):
+        """Inductive pass: new rows attend to training rows' cached states only.
+
+        ``edge_index[0]`` indexes training rows, ``edge_index[1]`` query rows.
+        With ``return_attention`` also returns the last layer's attention
+        ``(edge_index, weights [E, heads])``.
+        """
+        h = self.encode(context) if z is None else z
+        attention = None
+        for layer in range(self.num_layers):
+            h, attention = self._layer(
+                layer,
+                states.layers[layer],
+                h,
+                edge_index,
+                edge_attr,
+                return_attention=return_attention and layer == self.num_layers - 1,
+            )
+        delta = self._head(h, states.pooled)
+        return (delta, attention) if return_attention else delta
+
+    def _head(self, h: Tensor, pooled: Tensor) -> Tensor:
+        fused = torch.cat([h, pooled.expand(h.shape[0], -1)], dim=1)
+        return self.head(fused)
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "
+            f"hidden_channels={self.hidden_channels}, heads={self.heads}, "
+            f"num_layers={self.num_layers}, target_channels={self.target_channels}, "
+            f"conv={self.conv!r})"
+        )

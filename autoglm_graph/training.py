@@ -1,0 +1,388 @@
+"""The training loop of the graph GLM: graph refresh, early stopping, callbacks.
+
+The loop is full-batch by default: every epoch is one optimiser step over all
+training rows (cheap at the sizes where that fits in memory). ``batch_size``
+splits the destination rows into mini-batches; each mini-batch pulls in the
+L-hop neighbourhood it needs through the fixed-degree neighbour index.
+Callbacks (``on_epoch_end(trainer, logs) -> bool``) see each epoch's log; early
+stopping and pruning are callbacks, not branches inside the loop.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from functools import partial
+
+import numpy as np
+import torch
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from .families import Family
+from .graph import NeighborGraph, cosine_topk
+from .modules import GraphGLMNet, SourceStates
+
+
+@dataclass
+class RowData:
+    """Tensors describing a set of rows, all on one device.
+
+    ``eta_global`` is the global GLM's linear predictor including the offset,
+    shape ``[n, n_outputs]``; ``targets`` the outcome features (training rows).
+    """
+
+    context: Tensor
+    design: Tensor
+    y: Tensor
+    weight: Tensor
+    eta_global: Tensor
+    targets: Tensor | None = None
+
+    def subset(self, index: Tensor) -> RowData:
+        pick = lambda t: None if t is None else t[index]  # noqa: E731
+        return RowData(*(pick(getattr(self, f)) for f in self.__dataclass_fields__))
+
+
+@dataclass
+class GraphConfig:
+    """How neighbours are found: space ("input" or "embedding"), k, threshold."""
+
+    space: str
+    n_neighbors: int
+    threshold: float
+    refresh: int
+
+
+@dataclass
+class FittedGraphState:
+    """Everything prediction needs from training: weights, graph and caches."""
+
+    state_dict: dict
+    train_graph: NeighborGraph
+    epoch: int
+
+
+def linear_predictor(
+    delta: Tensor, rows: RowData, n_outputs: int
+) -> tuple[Tensor, Tensor]:
+    """eta_i = eta_global_i + delta_b_i + x_i . delta_beta_i; returns (eta, delta)."""
+    delta = delta.reshape(delta.shape[0], n_outputs, -1)
+    eta = rows.eta_global + delta[:, :, 0]
+    eta = eta + torch.einsum("nkp,np->nk", delta[:, :, 1:], rows.design)
+    return (eta[:, 0] if n_outputs == 1 else eta), delta
+
+
+def weighted_mean(values: Tensor, weight: Tensor) -> Tensor:
+    return (values * weight).sum() / weight.sum()
+
+
+class EpochSelector:
+    """Tracks the best epoch on validation and decides network vs global GLM.
+
+    ``baseline`` is the global GLM's per-row validation deviance (epoch 0).
+    """
+
+    def __init__(self, baseline: Tensor, weight: Tensor) -> None:
+        self.baseline = baseline.double()
+        self.weight = weight.double()
+        self.baseline_value = self._mean(self.baseline)
+        self.best_value = self.baseline_value
+        self.best_unit: Tensor | None = None
+        self.best: FittedGraphState | None = None
+        self.gain = 0.0
+        self.gain_se = 0.0
+
+    def _mean(self, values: Tensor) -> float:
+        return weighted_mean(values, self.weight).item()
+
+    def update(self, unit: Tensor, snapshot) -> float:
+        """Record one epoch's per-row deviance; returns its weighted mean."""
+        value = self._mean(unit.double())
+        if value < self.best_value:
+            self.best_value, self.best_unit, self.best = (
+                value,
+                unit.double(),
+                snapshot(),
+            )
+        return value
+
+    def select(self) -> FittedGraphState | None:
+        """The best epoch's state if it beats the global GLM by one SE, else None."""
+        if self.best is None:
+            return None
+        diff = self.baseline - self.best_unit
+        w = self.weight / self.weight.sum()
+        self.gain = float((w * diff).sum())
+        variance = float((w * (diff - self.gain) ** 2).sum())
+        n_effective = 1.0 / float((w**2).sum())
+        self.gain_se = float(np.sqrt(variance / n_effective))
+        return self.best if self.gain > self.gain_se else None
+
+
+class EarlyStopping:
+    """Stop when validation deviance has not improved for ``patience`` epochs.
+
+    An improvement must beat the best value by ``tol`` (relative). The best
+    epoch itself is tracked by the trainer regardless of ``tol``.
+    """
+
+    def __init__(self, patience: int = 20, tol: float = 1e-4) -> None:
+        self.patience = patience
+        self.tol = tol
+        self._best = np.inf
+        self._bad_epochs = 0
+
+    def on_epoch_end(self, trainer: Trainer, logs: dict) -> bool:
+        value = logs.get("val_deviance")
+        if value is None:
+            return False
+        if not np.isfinite(self._best) or value < self._best * (1 - self.tol):
+            self._best = value
+            self._bad_epochs = 0
+        else:
+            self._bad_epochs += 1
+        return self._bad_epochs >= self.patience
+
+
+@dataclass
+class Trainer:
+    """Trains a :class:`GraphGLMNet` to predict per-row coefficient deviations.
+
+    Parameters mirror the estimator's; see :class:`GraphGLMRegressor`.
+    """
+
+    net: GraphGLMNet
+    family: Family
+    n_outputs: int
+    graph: GraphConfig
+    learning_rate: float
+    weight_decay: float
+    local_penalty: float
+    max_epochs: int
+    batch_size: int | None = None
+    callbacks: list = field(default_factory=list)
+    verbose: int = 0
+    history: list = field(default_factory=list)
+
+    # ------------------------------------------------------------------ graph
+    def graph_vectors(self, context: Tensor, z: Tensor | None = None) -> Tensor:
+        if self.graph.space == "input":
+            return context
+        return self.net.encode(context) if z is None else z
+
+    def build_graph(self, queries: Tensor, base: Tensor | None = None) -> NeighborGraph:
+        return cosine_topk(
+            queries,
+            base,
+            n_neighbors=self.graph.n_neighbors,
+            threshold=self.graph.threshold,
+            device=queries.device,
+            dtype=queries.dtype,
+        )
+
+    # -------------------------------------------------------------- inference
+    @torch.no_grad()
+    def source_states(self, train: RowData, train_graph: NeighborGraph) -> SourceStates:
+        """Per-layer states of the training rows, as new rows will see them."""
+        self.net.eval()
+        edge_index, edge_weight = train_graph.to_edge_index()
+        _, states = self.net(
+            train.context, train.targets, edge_index, edge_weight.unsqueeze(1)
+        )
+        return states
+
+    @torch.no_grad()
+    def query_delta(
+        self,
+        context: Tensor,
+        train: RowData,
+        states: SourceStates,
+        return_graph: bool = False,
+        return_attention: bool = False,
+    ):
+        """Coefficient deviations of new rows, each linked to training rows only."""
+        self.net.eval()
+        z = self.net.encode(context)
+        base = self.graph_vectors(train.context, states.embedding)
+        graph = self.build_graph(self.graph_vectors(context, z), base)
+        edge_index, edge_weight = graph.to_edge_index()
+        out = self.net.forward_query(
+            context,
+            states,
+            edge_index,
+            edge_weight.unsqueeze(1),
+            z=z,
+            return_attention=return_attention,
+        )
+        if return_graph:
+            return out, graph
+        return out
+
+    def deviance(self, delta: Tensor, rows: RowData) -> Tensor:
+        eta, _ = linear_predictor(delta, rows, self.n_outputs)
+        return self.family.deviance(rows.y, eta, rows.weight)
+
+    # ---------------------------------------------------------------- fitting
+    def _loss(self, delta: Tensor, rows: RowData) -> tuple[Tensor, Tensor]:
+        eta, delta = linear_predictor(delta, rows, self.n_outputs)
+        deviance = self.family.deviance(rows.y, eta, rows.weight)
+        penalty = weighted_mean(delta.pow(2).sum(dim=(1, 2)), rows.weight)
+        return 0.5 * deviance + self.local_penalty * penalty, deviance
+
+    def _train_step(
+        self, optimizer, train: RowData, graph: NeighborGraph, before_step=None
+    ) -> tuple:
+        """One epoch of optimisation; returns (loss, train deviance).
+
+        ``before_step(states)``, if given, sees the full-batch forward's source
+        states before the weights change (validation reuses them when dropout
+        is off, saving a forward pass).
+        """
+        self.net.train()
+        if self.batch_size is None or self.batch_size >= train.y.shape[0]:
+            edge_index, edge_weight = graph.to_edge_index()
+            delta, states = self.net(
+                train.context, train.targets, edge_index, edge_weight.unsqueeze(1)
+            )
+            loss, deviance = self._loss(delta, train)
+            if before_step is not None:
+                before_step(states)
+                self.net.train()
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.net.parameters(), 1.0)
+            optimizer.step()
+            return loss.item(), deviance.item()
+        return self._minibatch_epoch(optimizer, train, graph)
+
+    def _minibatch_epoch(self, optimizer, train: RowData, graph: NeighborGraph):
+        n = train.y.shape[0]
+        order = torch.randperm(n, device=train.y.device)
+        total_loss = total_dev = total_w = 0.0
+        for start in range(0, n, self.batch_size):
+            batch = order[start : start + self.batch_size]
+            nodes, sub_graph, position = khop_subgraph(
+                graph, batch, self.net.num_layers
+            )
+            sub = train.subset(nodes)
+            edge_index, edge_weight = sub_graph
+            delta, _ = self.net(sub.context, sub.targets, edge_index, edge_weight)
+            rows = sub.subset(position)
+            loss, deviance = self._loss(delta[position], rows)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.net.parameters(), 1.0)
+            optimizer.step()
+            w = rows.weight.sum().item()
+            total_loss += loss.item() * w
+            total_dev += deviance.item() * w
+            total_w += w
+        return total_loss / total_w, total_dev / total_w
+
+    def fit(self, train: RowData, val: RowData | None) -> FittedGraphState | None:
+        """Train; return the selected state, or None when the global GLM wins.
+
+        With validation rows, the kept epoch is the one of lowest validation
+        deviance, and the network is kept only if it beats the global GLM (epoch
+        0) by more than one standard error of the paired per-row difference
+        (the one-standard-error rule: on small or noisy data the simpler model
+        is kept).
+        """
+        optimizer = torch.optim.AdamW(
+            self.net.parameters(), lr=self.learning_rate, weight_decay=self.weight_decay
+        )
+        selector = None
+        if val is not None:
+            zero = torch.zeros(
+                val.y.shape[0], self.net.out_channels, device=val.y.device
+            )
+            selector = EpochSelector(self._unit_deviance(zero, val), val.weight)
+            self.history.append({"epoch": 0, "val_deviance": selector.baseline_value})
+        graph = None
+        bar = tqdm(
+            range(1, self.max_epochs + 1), disable=not self.verbose, desc="epochs"
+        )
+        for epoch in bar:
+            start = time.perf_counter()
+            refresh = graph is None or (
+                self.graph.space == "embedding"
+                and (epoch - 1) % self.graph.refresh == 0
+            )
+            if refresh:
+                with torch.no_grad():
+                    self.net.eval()
+                    graph = self.build_graph(self.graph_vectors(train.context))
+            logs = {"epoch": epoch, "graph_refreshed": refresh}
+            validate = None
+            if selector is not None:
+                validate = partial(self._validate, train, val, selector, graph, logs)
+            # Without dropout the training forward *is* the evaluation forward:
+            # validate on its states (the weights before this epoch's step).
+            reuse = validate is not None and self.net.dropout == 0
+            loss, train_dev = self._train_step(
+                optimizer, train, graph, before_step=validate if reuse else None
+            )
+            if not np.isfinite(loss):
+                raise FloatingPointError(
+                    f"The training loss became {loss} at epoch {epoch}; lower "
+                    "learning_rate or raise local_penalty."
+                )
+            logs.update(train_loss=loss, train_deviance=train_dev)
+            if validate is not None and "val_deviance" not in logs:
+                validate(self.source_states(train, graph))
+            logs["seconds"] = time.perf_counter() - start
+            self.history.append(logs)
+            bar.set_postfix({k: f"{v:.4g}" for k, v in logs.items() if "deviance" in k})
+            if any(cb.on_epoch_end(self, logs) for cb in self.callbacks):
+                break
+        self.selector = selector
+        if selector is None:
+            return self._snapshot(graph, epoch)
+        return selector.select()
+
+    @torch.no_grad()
+    def _validate(self, train, val, selector, graph, logs, states) -> None:
+        unit = self._unit_deviance(self.query_delta(val.context, train, states), val)
+        epoch = logs["epoch"]
+        logs["val_deviance"] = selector.update(
+            unit, partial(self._snapshot, graph, epoch)
+        )
+
+    def _unit_deviance(self, delta: Tensor, rows: RowData) -> Tensor:
+        eta, _ = linear_predictor(delta, rows, self.n_outputs)
+        return self.family.unit_deviance(rows.y, eta)
+
+    def _snapshot(self, graph: NeighborGraph, epoch: int) -> FittedGraphState:
+        state = {k: v.detach().clone() for k, v in self.net.state_dict().items()}
+        return FittedGraphState(state_dict=state, train_graph=graph, epoch=epoch)
+
+
+def khop_subgraph(
+    graph: NeighborGraph, batch: Tensor, num_layers: int
+) -> tuple[Tensor, tuple[Tensor, Tensor], Tensor]:
+    """The rows a mini-batch needs through ``num_layers`` hops, and their edges.
+
+    Returns the needed rows (``nodes``, positions in the training rows), the
+    edges among them relabelled to positions in ``nodes`` (``edge_index``,
+    ``edge_attr [E, 1]``) and the positions of ``batch`` within ``nodes``.
+    Rows outside the batch get states that only the batch's loss reads, so
+    they need only the edges into them from the next hop.
+    """
+    n = graph.indices.shape[0]
+    needed = batch
+    frontier = batch
+    for _ in range(num_layers):
+        neighbours = graph.indices[frontier][graph.mask[frontier]]
+        needed = torch.unique(torch.cat([needed, neighbours]))
+        frontier = needed
+    relabel = torch.full((n,), -1, dtype=torch.long, device=batch.device)
+    relabel[needed] = torch.arange(needed.numel(), device=batch.device)
+    sub_mask = graph.mask[needed]
+    dst = torch.arange(needed.numel(), device=batch.device).unsqueeze(1)
+    dst = dst.expand_as(sub_mask)[sub_mask]
+    src_rows = graph.indices[needed][sub_mask]
+    keep = relabel[src_rows] >= 0
+    edge_index = torch.stack([relabel[src_rows][keep], dst[keep]])
+    edge_attr = graph.similarities[needed][sub_mask][keep].unsqueeze(1)
+    return needed, (edge_index, edge_attr), relabel[batch]

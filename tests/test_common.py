@@ -1,0 +1,30 @@
+"""scikit-learn's estimator checks over every public estimator."""
+
+from __future__ import annotations
+
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from autoglm_graph import GraphGLMClassifier, GraphGLMRegressor
+
+TINY = {"hidden_channels": 8, "heads": 2, "max_epochs": 3, "n_neighbors": 4}
+
+# At most three, each with its reason.
+EXPECTED_FAILURES = {
+    "check_sample_weight_equivalence_on_dense_data": (
+        "weights and repeated rows change the validation split and the "
+        "neighbour graph, so the network's fit differs (the global GLM is "
+        "tested equal in test_estimators.py)"
+    ),
+}
+
+
+def _expected_failures(estimator):
+    return EXPECTED_FAILURES
+
+
+@parametrize_with_checks(
+    [GraphGLMRegressor(**TINY), GraphGLMClassifier(**TINY)],
+    expected_failed_checks=_expected_failures,
+)
+def test_sklearn_compatible(estimator, check):
+    check(estimator)

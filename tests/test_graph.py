@@ -1,0 +1,316 @@
+"""Tests for autoglm_graph.graph: exact chunked cosine top-k with a threshold."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from autoglm_graph.graph import CosineNeighbors, NeighborGraph, _n_folds, cosine_topk
+
+
+def _clustered(n: int, d: int = 8, seed: int = 0) -> np.ndarray:
+    """Small Gaussian-mixture data (no exact ties in similarity)."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((4, d)) * 2.0
+    return centres[rng.integers(0, 4, n)] + rng.standard_normal((n, d))
+
+
+def _brute_force(
+    X: np.ndarray, Y: np.ndarray, k: int, exclude_self: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Reference top-(k + 1) from the full similarity matrix, in float64."""
+    Xn = X / np.linalg.norm(X, axis=1, keepdims=True)
+    Yn = Y / np.linalg.norm(Y, axis=1, keepdims=True)
+    sim = Xn @ Yn.T
+    if exclude_self:
+        np.fill_diagonal(sim, -np.inf)
+    order = np.argsort(-sim, axis=1, kind="stable")[:, : k + 1]
+    return order, np.take_along_axis(sim, order, axis=1)
+
+
+def _untied(sim: np.ndarray, gap: float = 1e-5) -> np.ndarray:
+    """Where a ranked similarity is more than ``gap`` from both of its neighbours."""
+    apart = np.abs(np.diff(sim, axis=1)) > gap
+    ones = np.ones((sim.shape[0], 1), dtype=bool)
+    return np.hstack([ones, apart]) & np.hstack([apart, ones])
+
+
+def _assert_same_neighbours(
+    indices: torch.Tensor,
+    similarities: torch.Tensor,
+    ref_idx: np.ndarray,
+    ref_sim: np.ndarray,
+) -> None:
+    """Similarities equal to 1e-5; indices equal wherever there is no near-tie."""
+    k = indices.shape[1]
+    np.testing.assert_allclose(similarities.numpy(), ref_sim[:, :k], atol=1e-5)
+    clear = _untied(ref_sim)[:, :k]
+    assert clear.mean() > 0.9  # the index comparison is not vacuous
+    np.testing.assert_array_equal(indices.numpy()[clear], ref_idx[:, :k][clear])
+
+
+def _assert_matches_reference(graph: NeighborGraph, X, Y, k, exclude_self) -> None:
+    ref_idx, ref_sim = _brute_force(X, Y, k, exclude_self)
+    _assert_same_neighbours(graph.indices, graph.similarities, ref_idx, ref_sim)
+
+
+@pytest.mark.parametrize("n", [5, 60, 3000])
+def test_self_excluded_matches_brute_force(n):
+    X = _clustered(n)
+    graph = cosine_topk(X, n_neighbors=4)
+    assert graph.indices.shape == (n, 4)
+    assert graph.indices.dtype == torch.int64
+    assert graph.mask.all()
+    _assert_matches_reference(graph, X, X, 4, exclude_self=True)
+
+
+@pytest.mark.parametrize("m", [7, 3000])
+def test_query_vs_base_matches_brute_force(m):
+    X, Y = _clustered(40, seed=1), _clustered(m, seed=2)
+    graph = cosine_topk(X, Y, n_neighbors=5)
+    assert graph.indices.shape == (40, 5)
+    _assert_matches_reference(graph, X, Y, 5, exclude_self=False)
+
+
+def test_similarities_sorted_descending():
+    graph = cosine_topk(_clustered(300), n_neighbors=10)
+    assert (graph.similarities[:, :-1] >= graph.similarities[:, 1:]).all()
+
+
+def test_self_never_listed_even_with_duplicates():
+    X = _clustered(50)
+    X = np.concatenate([X, X])  # row i and row i + 50 are identical
+    graph = cosine_topk(X, n_neighbors=3)
+    rows = torch.arange(100).unsqueeze(1)
+    assert not (graph.indices == rows).any()
+    # The duplicate (similarity 1) is a valid, and the best, neighbour.
+    np.testing.assert_array_equal(
+        graph.indices[:, 0].numpy(), (np.arange(100) + 50) % 100
+    )
+    np.testing.assert_allclose(graph.similarities[:, 0].numpy(), 1.0, atol=1e-6)
+
+
+def test_exclude_self_with_explicit_base():
+    X = _clustered(30)
+    graph = cosine_topk(X, X.copy(), n_neighbors=3, exclude_self=True)
+    assert not (graph.indices == torch.arange(30).unsqueeze(1)).any()
+    included = cosine_topk(X, n_neighbors=3, exclude_self=False)
+    np.testing.assert_array_equal(included.indices[:, 0].numpy(), np.arange(30))
+
+
+def test_exclude_self_requires_square():
+    with pytest.raises(ValueError, match="exclude_self=True needs as many"):
+        cosine_topk(np.ones((3, 2)), np.ones((4, 2)), exclude_self=True)
+
+
+@pytest.mark.parametrize("tau", [-1.0, 0.5, 0.9, 1.5])
+def test_threshold_mask(tau):
+    X = _clustered(200)
+    graph = cosine_topk(X, n_neighbors=8, threshold=tau)
+    torch.testing.assert_close(graph.mask, graph.similarities >= tau)
+    plain = cosine_topk(X, n_neighbors=8)
+    # Masked slots keep the neighbour found.
+    torch.testing.assert_close(graph.indices, plain.indices)
+    torch.testing.assert_close(graph.similarities, plain.similarities)
+
+
+def test_threshold_is_inclusive():
+    plain = cosine_topk(_clustered(50), n_neighbors=4)
+    tau = float(plain.similarities[0, 2])
+    graph = cosine_topk(_clustered(50), n_neighbors=4, threshold=tau)
+    assert graph.mask[0].tolist() == [True, True, True, False]
+
+
+def test_threshold_allows_rows_without_neighbours():
+    X = np.array([[1.0, 0.0], [0.99, 0.01], [-1.0, 0.0], [0.0, 1.0]])
+    graph = cosine_topk(X, n_neighbors=2, threshold=0.9)
+    per_row = graph.mask.sum(dim=1).tolist()
+    assert per_row == [1, 1, 0, 0]
+
+
+@pytest.mark.parametrize("exclude", [True, False])
+def test_chunk_size_does_not_change_result(exclude):
+    X, Y = _clustered(500, seed=3), _clustered(500, seed=4)
+    base = None if exclude else Y
+    reference = cosine_topk(X, base, n_neighbors=7, chunk_size=1000)
+    ref_idx, ref_sim = reference.indices.numpy(), reference.similarities.numpy()
+    for chunk_size in (1, 7):
+        graph = cosine_topk(X, base, n_neighbors=7, chunk_size=chunk_size)
+        _assert_same_neighbours(
+            graph.indices[:, :6], graph.similarities[:, :6], ref_idx, ref_sim
+        )
+
+
+@pytest.mark.parametrize("k", [2, 16])
+def test_bucket_preselection_path_matches_full_topk(k):
+    # m = 5000 is folded at least once for k = 16, twice for k = 2, with padding.
+    assert _n_folds(5000, k) >= (2 if k == 2 else 1)
+    X, Y = _clustered(64, seed=5), _clustered(5000, seed=6)
+    graph = cosine_topk(X, Y, n_neighbors=k, chunk_size=13, dtype=torch.float64)
+    Xn = torch.nn.functional.normalize(torch.as_tensor(X), dim=1)
+    Yn = torch.nn.functional.normalize(torch.as_tensor(Y), dim=1)
+    values, indices = torch.topk(Xn @ Yn.T, k + 1, dim=1)
+    _assert_same_neighbours(
+        graph.indices, graph.similarities, indices.numpy(), values.numpy()
+    )
+
+
+def test_zero_norm_rows_give_zero_similarity_not_nan():
+    X = _clustered(20)
+    X[[3, 7]] = 0.0
+    graph = cosine_topk(X, n_neighbors=5)
+    assert torch.isfinite(graph.similarities).all()
+    assert (graph.similarities[[3, 7]] == 0).all()
+    zero_as_neighbour = graph.similarities[graph.indices == 3]
+    assert (zero_as_neighbour == 0).all()
+
+
+def test_tiny_and_huge_rows_are_normalised():
+    X = _clustered(30)
+    scaled = X * np.where(np.arange(30) % 2 == 0, 1e-30, 1e30)[:, None]
+    graph = cosine_topk(torch.as_tensor(scaled, dtype=torch.float32), n_neighbors=4)
+    reference = cosine_topk(X, n_neighbors=4)
+    torch.testing.assert_close(graph.indices, reference.indices)
+    torch.testing.assert_close(graph.similarities, reference.similarities)
+
+
+@pytest.mark.parametrize(
+    ("n_neighbors", "Y_rows", "width"), [(10, None, 5), (10, 4, 4), (3, None, 3)]
+)
+def test_width_clipped_to_available_rows(n_neighbors, Y_rows, width):
+    X = _clustered(6)
+    Y = None if Y_rows is None else _clustered(Y_rows, seed=9)
+    graph = cosine_topk(X, Y, n_neighbors=n_neighbors)
+    assert graph.n_neighbors == width
+    assert graph.indices.shape == graph.similarities.shape == (6, width)
+
+
+def test_width_zero_gives_empty_tensors():
+    graph = cosine_topk(np.ones((1, 3)), n_neighbors=4)
+    assert graph.indices.shape == (1, 0)
+    assert graph.mask.shape == (1, 0)
+    edge_index, edge_weight = graph.to_edge_index()
+    assert edge_index.shape == (2, 0)
+    assert edge_weight.shape == (0,)
+
+
+def test_to_edge_index_direction_order_and_count():
+    X, Y = _clustered(30, seed=1), _clustered(50, seed=2)
+    graph = cosine_topk(X, Y, n_neighbors=4, threshold=0.8)
+    edge_index, edge_weight = graph.to_edge_index()
+    assert edge_index.dtype == torch.int64
+    assert edge_index.shape == (2, int(graph.mask.sum()))
+    assert edge_weight.shape == (int(graph.mask.sum()),)
+    assert (edge_weight >= 0.8).all()
+    rows, ranks = graph.mask.nonzero(as_tuple=True)  # row-major: row, then rank
+    torch.testing.assert_close(edge_index[1], rows)
+    torch.testing.assert_close(edge_index[0], graph.indices[rows, ranks])
+    torch.testing.assert_close(edge_weight, graph.similarities[rows, ranks])
+
+
+def test_edge_index_drives_bipartite_gatconv():
+    from torch_geometric.nn import GATConv
+
+    torch.manual_seed(0)
+    queries, base = torch.randn(12, 6), torch.randn(40, 6)
+    graph = cosine_topk(queries, base, n_neighbors=3)
+    edge_index, _ = graph.to_edge_index()
+    conv = GATConv((6, 6), 5, heads=2, add_self_loops=False)
+    out, (att_index, alpha) = conv(
+        (base, queries), edge_index, return_attention_weights=True
+    )
+    assert out.shape == (12, 10)
+    # Messages flow from base rows (sources) into query rows (targets).
+    torch.testing.assert_close(att_index, edge_index)
+    total = torch.zeros(12, 2).index_add_(0, att_index[1], alpha)
+    torch.testing.assert_close(total, torch.ones(12, 2))
+
+
+def test_graph_to_device_and_shape_check():
+    graph = cosine_topk(_clustered(10), n_neighbors=2)
+    moved = graph.to("cpu")
+    torch.testing.assert_close(moved.indices, graph.indices)
+    with pytest.raises(ValueError, match="one 2-D shape"):
+        NeighborGraph(graph.indices, graph.similarities[:, :1], graph.mask)
+
+
+def test_cosine_neighbors_equals_cosine_topk():
+    X, Q = _clustered(80, seed=1), _clustered(15, seed=2)
+    nn = CosineNeighbors(n_neighbors=5, threshold=0.7).fit(X)
+    assert nn.n_samples_fit_ == 80
+    assert nn.n_features_in_ == 8
+    torch.testing.assert_close(nn.base_.norm(dim=1), torch.ones(80))
+    for got, want in [
+        (nn.kneighbors(), cosine_topk(X, n_neighbors=5, threshold=0.7)),
+        (nn.kneighbors(Q), cosine_topk(Q, X, n_neighbors=5, threshold=0.7)),
+    ]:
+        torch.testing.assert_close(got.indices, want.indices)
+        torch.testing.assert_close(got.similarities, want.similarities)
+        torch.testing.assert_close(got.mask, want.mask)
+
+
+def test_cosine_neighbors_params_and_unfitted_error():
+    from sklearn.base import clone
+    from sklearn.exceptions import NotFittedError
+
+    nn = CosineNeighbors(7, 0.5, chunk_size=3)
+    assert clone(nn).get_params()["n_neighbors"] == 7
+    with pytest.raises(NotFittedError):
+        nn.kneighbors()
+    with pytest.raises(ValueError, match="'n_neighbors' parameter"):
+        CosineNeighbors(n_neighbors=0).fit(np.ones((3, 2)))
+
+
+def test_float64_dtype():
+    X = _clustered(100)
+    graph = cosine_topk(X, n_neighbors=4, dtype=torch.float64)
+    assert graph.similarities.dtype == torch.float64
+    ref_idx, ref_sim = _brute_force(X, X, 4, exclude_self=True)
+    np.testing.assert_allclose(graph.similarities.numpy(), ref_sim[:, :4], atol=1e-12)
+    np.testing.assert_array_equal(graph.indices.numpy(), ref_idx[:, :4])
+
+
+def test_input_requiring_grad_is_detached():
+    X = torch.randn(20, 4, requires_grad=True)
+    graph = cosine_topk(X, n_neighbors=3)
+    assert not graph.similarities.requires_grad
+    reference = cosine_topk(X.detach(), n_neighbors=3)
+    torch.testing.assert_close(graph.indices, reference.indices)
+
+
+def test_numpy_and_tensor_inputs_agree():
+    X = _clustered(50)
+    from_numpy = cosine_topk(X, n_neighbors=3)
+    from_tensor = cosine_topk(torch.as_tensor(X), n_neighbors=3)
+    assert from_numpy.indices.device.type == "cpu"
+    assert from_numpy.similarities.dtype == torch.float32
+    torch.testing.assert_close(from_numpy.indices, from_tensor.indices)
+    torch.testing.assert_close(from_numpy.similarities, from_tensor.similarities)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"n_neighbors": 0}, "'n_neighbors' parameter"),
+        ({"n_neighbors": 2.5}, "'n_neighbors' parameter"),
+        ({"threshold": float("nan")}, "'threshold' parameter"),
+        ({"threshold": "high"}, "'threshold' parameter"),
+        ({"chunk_size": 0}, "'chunk_size' parameter"),
+        ({"dtype": torch.int64}, "'dtype' parameter"),
+    ],
+)
+def test_bad_parameters(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        cosine_topk(np.ones((3, 2)), **kwargs)
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="X must be a 2-D array"):
+        cosine_topk(np.ones(3))
+    with pytest.raises(ValueError, match="X contains NaN"):
+        cosine_topk(np.array([[1.0, np.nan], [1.0, 2.0]]))
+    with pytest.raises(ValueError, match="Y contains NaN or infinity"):
+        cosine_topk(np.ones((2, 2)), np.array([[np.inf, 1.0]]))
+    with pytest.raises(ValueError, match="same number of columns"):
+        cosine_topk(np.ones((2, 2)), np.ones((2, 3)))
