@@ -50,7 +50,7 @@ class _BaseGraphGLM(BaseEstimator):
         heads: int = 4,
         num_layers: int = 2,
         conv: str = "gat",
-        dropout: float = 0.1,
+        dropout: float = 0.0,
         use_neighbor_targets: bool = True,
         local_penalty: float = 1e-3,
         learning_rate: float = 3e-3,
@@ -567,8 +567,10 @@ _COMMON_PARAMS_DOC = """
         Graph attention layers.
     conv : {"gat", "gatv2"}, default="gat"
         torch_geometric's ``GATConv`` or ``GATv2Conv``.
-    dropout : float, default=0.1
-        Dropout on hidden states and attention weights.
+    dropout : float, default=0.0
+        Dropout on hidden states and attention weights. Off by default: early
+        stopping and the local penalty regularise, and without dropout the
+        training forward pass doubles as the validation pass.
     use_neighbor_targets : bool, default=True
         Let last-layer messages carry neighbours' outcomes (target on the link
         scale and residual under the global GLM). A training row never sees its
@@ -678,7 +680,7 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
         heads: int = 4,
         num_layers: int = 2,
         conv: str = "gat",
-        dropout: float = 0.1,
+        dropout: float = 0.0,
         use_neighbor_targets: bool = True,
         local_penalty: float = 1e-3,
         learning_rate: float = 3e-3,

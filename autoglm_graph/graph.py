@@ -470,9 +470,10 @@ def _folded_topk(
         return torch.topk(tile, k, dim=1)
     rows, width = tile.shape
     slab = width // _N_SLABS
-    bucket_max = tile.view(rows, _N_SLABS, slab).amax(dim=1)
-    buckets = _folded_topk(bucket_max, k, n_folds - 1)[1]
-    offsets = torch.arange(0, width, slab, device=tile.device)
-    columns = (buckets.unsqueeze(2) + offsets).view(rows, k * _N_SLABS)
-    values, best = torch.topk(torch.gather(tile, 1, columns), k, dim=1)
-    return values, torch.gather(columns, 1, best)
+    slabs = tile.view(rows, _N_SLABS, slab)  # bucket j = column j of every slab
+    buckets = _folded_topk(slabs.amax(dim=1), k, n_folds - 1)[1]  # (rows, k)
+    candidates = slabs.gather(2, buckets.unsqueeze(1).expand(rows, _N_SLABS, k))
+    values, best = torch.topk(candidates.view(rows, _N_SLABS * k), k, dim=1)
+    # Flat candidate position s * k + j is slab s, bucket buckets[:, j].
+    columns = (best // k) * slab + torch.gather(buckets, 1, best % k)
+    return values, columns
