@@ -280,6 +280,7 @@ class _BaseGraphGLM(BaseEstimator):
         self._train_rows = train
         self._train_positions = train_pos
         self._source_states = trainer.source_states(train, best.train_graph)
+        trainer.__dict__.pop("_edge_cache", None)  # scratch of the loop
         return None
 
     def _make_trainer(self, n_features: int, train: RowData) -> Trainer:

@@ -268,7 +268,11 @@ class CosineNeighbors(BaseEstimator):
         self.n_samples_fit_, self.n_features_in_ = (int(s) for s in self.base_.shape)
         return self
 
-    def kneighbors(self, X: torch.Tensor | np.ndarray | None = None) -> NeighborGraph:
+    def kneighbors(
+        self,
+        X: torch.Tensor | np.ndarray | None = None,
+        n_neighbors: int | None = None,
+    ) -> NeighborGraph:
         """Top-k neighbours among the fitted rows.
 
         Parameters
@@ -276,6 +280,8 @@ class CosineNeighbors(BaseEstimator):
         X : array-like or torch.Tensor of shape (n, d), default=None
             Query rows. ``None`` queries the fitted rows themselves, each one
             excluded from its own neighbours.
+        n_neighbors : int, default=None
+            Neighbours wanted per query row; ``None`` uses ``self.n_neighbors``.
 
         Returns
         -------
@@ -283,15 +289,23 @@ class CosineNeighbors(BaseEstimator):
             Indices into the fitted rows, similarities and threshold mask.
         """
         check_is_fitted(self, "base_")
+        if n_neighbors is None:
+            n_neighbors = self.n_neighbors
+        _check_search_params(n_neighbors, self.threshold, self.chunk_size)
         if X is None:
             queries, exclude_self = self.base_, True
         else:
             queries = _as_matrix(X, "X", self.base_.device, self.base_.dtype)
+            if queries.shape[1] != self.n_features_in_:
+                raise ValueError(
+                    f"X has {queries.shape[1]} features, but CosineNeighbors was "
+                    f"fitted with {self.n_features_in_}."
+                )
             queries, exclude_self = _normalize_rows(queries), False
         return _search(
             queries,
             self.base_,
-            self.n_neighbors,
+            n_neighbors,
             self.threshold,
             exclude_self,
             self.chunk_size,

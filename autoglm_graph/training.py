@@ -181,12 +181,20 @@ class Trainer:
             dtype=queries.dtype,
         )
 
+    def _edges(self, graph: NeighborGraph) -> tuple[Tensor, Tensor]:
+        # The training graph changes only at a refresh; its edge list is reused
+        # by every epoch's forward and validation pass until then.
+        cached = getattr(self, "_edge_cache", None)
+        if cached is None or cached[0] is not graph:
+            self._edge_cache = (graph, graph.to_edge_index())
+        return self._edge_cache[1]
+
     # -------------------------------------------------------------- inference
     @torch.no_grad()
     def source_states(self, train: RowData, train_graph: NeighborGraph) -> SourceStates:
         """Per-layer states of the training rows, as new rows will see them."""
         self.net.eval()
-        edge_index, edge_weight = train_graph.to_edge_index()
+        edge_index, edge_weight = self._edges(train_graph)
         _, states = self.net(
             train.context, train.targets, edge_index, edge_weight.unsqueeze(1)
         )
@@ -241,7 +249,7 @@ class Trainer:
         """
         self.net.train()
         if self.batch_size is None or self.batch_size >= train.y.shape[0]:
-            edge_index, edge_weight = graph.to_edge_index()
+            edge_index, edge_weight = self._edges(graph)
             delta, states = self.net(
                 train.context, train.targets, edge_index, edge_weight.unsqueeze(1)
             )
