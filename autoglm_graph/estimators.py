@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
-from sklearn.model_selection import train_test_split
+from sklearn.model_selection import GroupShuffleSplit, train_test_split
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
@@ -178,10 +178,11 @@ class _BaseGraphGLM(BaseEstimator):
         return X, y, sample_weight, offset
 
     # --------------------------------------------------------------- fitting
-    def _fit(self, X, y, sample_weight=None, offset=None):
+    def _fit(self, X, y, sample_weight=None, offset=None, groups=None):
         self._validate_params()
         self.device_ = resolve_device(self.device)
         X, y, sample_weight, offset = self._validate_inputs(X, y, sample_weight, offset)
+        groups = _group_codes(groups, X.shape[0])
         y_model = self._encode_target(y)
         family = self._make_family(y_model)
         family.check_y(y_model)
@@ -206,7 +207,9 @@ class _BaseGraphGLM(BaseEstimator):
         self.n_iter_ = 0
         reason = self._global_only_reason(X.shape[0])
         if reason is None:
-            reason = self._fit_network(design, y_model, sample_weight, offset, glm)
+            reason = self._fit_network(
+                design, y_model, sample_weight, offset, glm, groups
+            )
         self.is_global_only_ = reason is not None
         self.global_only_reason_ = reason
         if reason is not None and self.verbose:
@@ -225,10 +228,16 @@ class _BaseGraphGLM(BaseEstimator):
             return f"only {n_samples} rows; the network needs {MIN_ROWS_FOR_NETWORK}"
         return None
 
-    def _split(self, y_model: np.ndarray, n_samples: int, seed: int):
+    def _split(self, y_model: np.ndarray, n_samples: int, seed: int, groups=None):
         positions = np.arange(n_samples)
         if not self.early_stopping:
             return positions, None
+        if groups is not None:
+            splitter = GroupShuffleSplit(
+                n_splits=1, test_size=self.validation_fraction, random_state=seed
+            )
+            train, val = next(splitter.split(positions, groups=groups))
+            return np.sort(train), np.sort(val)
         stratify = self._stratify_labels(y_model)
         try:
             train, val = train_test_split(
@@ -246,13 +255,17 @@ class _BaseGraphGLM(BaseEstimator):
     def _stratify_labels(self, y_model: np.ndarray):
         return None
 
-    def _fit_network(self, design, y_model, sample_weight, offset, glm) -> str | None:
+    def _fit_network(
+        self, design, y_model, sample_weight, offset, glm, groups=None
+    ) -> str | None:
         rng = check_random_state(self.random_state)
         seed = int(rng.randint(np.iinfo(np.int32).max))
-        train_pos, val_pos = self._split(y_model, design.shape[0], seed)
+        train_pos, val_pos = self._split(y_model, design.shape[0], seed, groups)
         if len(train_pos) < 2:
             return "too few training rows after the validation split"
         rows = self._row_data(design, y_model, sample_weight, offset, glm, train_pos)
+        if groups is not None:
+            rows.group = torch.as_tensor(groups, device=self.device_)
         train = rows.subset(torch.as_tensor(train_pos, device=self.device_))
         val = None
         if val_pos is not None and len(val_pos):
@@ -509,6 +522,19 @@ def _move(obj, device: torch.device):
     return obj
 
 
+def _group_codes(groups, n_samples: int) -> np.ndarray | None:
+    """Integer codes of ``groups`` (None passes through), checked for length."""
+    if groups is None:
+        return None
+    groups = np.asarray(groups)
+    if groups.ndim != 1 or groups.shape[0] != n_samples:
+        raise ValueError(
+            f"groups must be a 1-d array with one value per row ({n_samples}); "
+            f"got shape {groups.shape}."
+        )
+    return np.unique(groups, return_inverse=True)[1]
+
+
 def outcome_features(
     family: Family,
     y: np.ndarray,
@@ -759,7 +785,9 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
         self.coef_ = glm.coef[0].copy()
         self.intercept_ = float(glm.intercept[0])
 
-    def fit(self, X, y, sample_weight=None, offset=None) -> GraphGLMRegressor:
+    def fit(
+        self, X, y, sample_weight=None, offset=None, groups=None
+    ) -> GraphGLMRegressor:
         """Fit the global GLM, then the network of per-row deviations.
 
         Parameters
@@ -771,12 +799,17 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
         sample_weight : array-like of shape (n_samples,), default=None
         offset : array-like of shape (n_samples,), default=None
             Added to the linear predictor (e.g. log exposure for poisson).
+        groups : array-like of shape (n_samples,), default=None
+            Units that own several rows (a person observed in several years).
+            Each group stays on one side of the validation split, and a
+            training row never takes neighbours from its own group, so that
+            validation measures what a new unit will get.
 
         Returns
         -------
         self
         """
-        return self._fit(X, y, sample_weight, offset)
+        return self._fit(X, y, sample_weight, offset, groups)
 
     def predict(self, X, offset=None) -> np.ndarray:
         """Predicted mean on the response scale, shape (n_samples,)."""
@@ -858,7 +891,9 @@ class GraphGLMClassifier(ClassifierMixin, _BaseGraphGLM):
         self.coef_ = glm.coef.copy()
         self.intercept_ = glm.intercept.copy()
 
-    def fit(self, X, y, sample_weight=None, offset=None) -> GraphGLMClassifier:
+    def fit(
+        self, X, y, sample_weight=None, offset=None, groups=None
+    ) -> GraphGLMClassifier:
         """Fit the global GLM, then the network of per-row deviations.
 
         Parameters
@@ -869,12 +904,14 @@ class GraphGLMClassifier(ClassifierMixin, _BaseGraphGLM):
         sample_weight : array-like of shape (n_samples,), default=None
         offset : array-like of shape (n_samples,), default=None
             Added to the linear predictor (binary: the log-odds).
+        groups : array-like of shape (n_samples,), default=None
+            Units that own several rows; see ``GraphGLMRegressor.fit``.
 
         Returns
         -------
         self
         """
-        return self._fit(X, y, sample_weight, offset)
+        return self._fit(X, y, sample_weight, offset, groups)
 
     def predict_proba(self, X, offset=None) -> np.ndarray:
         """Class probabilities, shape (n_samples, n_classes)."""

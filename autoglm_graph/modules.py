@@ -19,7 +19,6 @@ from torch_geometric.nn import GATConv, GATv2Conv
 CONVS = {"gat": GATConv, "gatv2": GATv2Conv}
 
 
-
 @dataclass
 class SourceStates:
     """What new rows need of the training rows: per-layer inputs and the pool.

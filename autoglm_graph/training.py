@@ -10,6 +10,7 @@ stopping and pruning are callbacks, not branches inside the loop.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from functools import partial
@@ -29,7 +30,8 @@ class RowData:
     """Tensors describing a set of rows, all on one device.
 
     ``eta_global`` is the global GLM's linear predictor including the offset,
-    shape ``[n, n_outputs]``; ``targets`` the outcome features (training rows).
+    shape ``[n, n_outputs]``; ``targets`` the outcome features (training rows);
+    ``group`` optional integer group codes (rows of one unit, e.g. a person).
     """
 
     context: Tensor
@@ -38,6 +40,7 @@ class RowData:
     weight: Tensor
     eta_global: Tensor
     targets: Tensor | None = None
+    group: Tensor | None = None
 
     def subset(self, index: Tensor) -> RowData:
         pick = lambda t: None if t is None else t[index]  # noqa: E731
@@ -181,6 +184,19 @@ class Trainer:
             dtype=queries.dtype,
         )
 
+    def training_graph(self, train: RowData) -> NeighborGraph:
+        """Neighbours of the training rows among themselves (self excluded).
+
+        With groups, a row's neighbours from its own group are masked out too:
+        training then sees what a row of a new group will see, and a unit's
+        other rows cannot stand in for its own outcome.
+        """
+        graph = self.build_graph(self.graph_vectors(train.context))
+        if train.group is None:
+            return graph
+        same = train.group[graph.indices] == train.group.unsqueeze(1)
+        return dataclasses.replace(graph, mask=graph.mask & ~same)
+
     def _edges(self, graph: NeighborGraph) -> tuple[Tensor, Tensor]:
         # The training graph changes only at a refresh; its edge list is reused
         # by every epoch's forward and validation pass until then.
@@ -320,7 +336,7 @@ class Trainer:
             if refresh:
                 with torch.no_grad():
                     self.net.eval()
-                    graph = self.build_graph(self.graph_vectors(train.context))
+                    graph = self.training_graph(train)
             logs = {"epoch": epoch, "graph_refreshed": refresh}
             validate = None
             if selector is not None:

@@ -294,3 +294,22 @@ def test_string_labels_multiclass():
     np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-6)
     assert model.coef_.shape == (3, X.shape[1])
     assert model.local_coef(X[:2]).columns.nlevels == 2
+
+
+def test_groups_keep_units_apart():
+    rng = np.random.default_rng(0)
+    unit = np.repeat(np.arange(150), 4)  # 150 people, 4 rows each
+    X = rng.normal(size=(150, 3))[unit] + 0.05 * rng.normal(size=(600, 3))
+    # Slopes that flip with the sign of x0 (learnable), plus a personal level.
+    y = 2 * np.sign(X[:, 0]) * X[:, 1] + 0.3 * rng.normal(size=150)[unit]
+    model = GraphGLMRegressor(random_state=0, **FAST).fit(X, y, groups=unit)
+    assert not model.is_global_only_
+    train_units = set(unit[model._train_positions])
+    val_units = set(unit) - train_units
+    assert val_units and not val_units & train_units
+    graph = model._trainer.training_graph(model._train_rows)
+    own = unit[model._train_positions][graph.indices.numpy()]
+    rows = unit[model._train_positions][:, None]
+    assert not np.any((own == rows) & graph.mask.numpy())
+    with pytest.raises(ValueError, match="groups"):
+        GraphGLMRegressor(local_penalty=np.inf).fit(X, y, groups=unit[:10])

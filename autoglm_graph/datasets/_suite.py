@@ -18,8 +18,15 @@ __all__ = ["Dataset", "cards_markdown", "get_card", "list_datasets", "load_datas
 
 _CLASSIFICATION = ("binomial", "multinomial")
 _LIST_COLUMNS = [
-    "name", "suite", "family", "target", "source", "n_rows", "n_features",
-    "requires", "available",
+    "name",
+    "suite",
+    "family",
+    "target",
+    "source",
+    "n_rows",
+    "n_features",
+    "requires",
+    "available",
 ]
 
 
@@ -75,8 +82,11 @@ class Dataset:
         return list(self.X_train.columns)
 
     def __repr__(self) -> str:
-        extras = [n for n in ("offset", "groups", "coef")
-                  if getattr(self, f"{n}_train") is not None]
+        extras = [
+            n
+            for n in ("offset", "groups", "coef")
+            if getattr(self, f"{n}_train") is not None
+        ]
         return (
             f"Dataset(name={self.name!r}, family={self.family!r}, "
             f"n_train={len(self.y_train)}, n_test={len(self.y_test)}, "
@@ -89,9 +99,7 @@ class Dataset:
 def get_card(name: str) -> DatasetCard:
     """Return the :class:`DatasetCard` of dataset ``name``."""
     if name not in CARDS:
-        raise ValueError(
-            f"Unknown dataset {name!r}; expected one of {sorted(CARDS)}."
-        )
+        raise ValueError(f"Unknown dataset {name!r}; expected one of {sorted(CARDS)}.")
     return CARDS[name]
 
 
@@ -320,18 +328,22 @@ def _card_section(c: DatasetCard) -> list[str]:
         out.append(f"- **Substitute for:** {c.substitute_for}")
     out.append(f"- **Provenance:** {c.provenance}")
     out.append(f"- **Licence:** {c.licence}")
-    out.append(f"- **Rows:** {c.n_rows}" + (f" ({c.rows_removed})" if c.rows_removed
-                                           else ""))
+    out.append(
+        f"- **Rows:** {c.n_rows}" + (f" ({c.rows_removed})" if c.rows_removed else "")
+    )
     if c.groups:
         out.append(f"- **Split grouped by:** `{c.groups}`")
     if c.offset:
         out.append(f"- **Offset:** `log({c.offset})`")
     if c.missing:
-        out.append("- **Missing values (NaN) in:** "
-                   + ", ".join(f"`{m}`" for m in c.missing))
+        out.append(
+            "- **Missing values (NaN) in:** " + ", ".join(f"`{m}`" for m in c.missing)
+        )
     if c.categorical:
-        out.append("- **Numeric codes read as category:** "
-                   + ", ".join(f"`{m}`" for m in c.categorical))
+        out.append(
+            "- **Numeric codes read as category:** "
+            + ", ".join(f"`{m}`" for m in c.categorical)
+        )
     if c.dropped:
         out.append("- **Dropped columns:**")
         out += [f"  - `{col}`: {why}" for col, why in c.dropped.items()]

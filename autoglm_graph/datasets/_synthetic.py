@@ -125,8 +125,16 @@ or (n_samples, n_classes, n_features + 1)
     >>> len({tuple(row) for row in coef})
     3
     """
-    _validate(n_samples, n_features, n_groups, family, noise, group_separation,
-              power, n_classes)
+    _validate(
+        n_samples,
+        n_features,
+        n_groups,
+        family,
+        noise,
+        group_separation,
+        power,
+        n_classes,
+    )
     rng = check_random_state(random_state)
     groups = rng.permutation(np.arange(n_samples) % n_groups).astype(np.int64)
     centres = _group_centres(rng, n_groups, n_features, group_separation)
@@ -143,10 +151,15 @@ or (n_samples, n_classes, n_features + 1)
     return X, y, coef
 
 
-def _validate(n_samples, n_features, n_groups, family, noise, group_separation,
-              power, n_classes):
-    for name, value, low in (("n_samples", n_samples, 1), ("n_features", n_features, 1),
-                             ("n_groups", n_groups, 1), ("n_classes", n_classes, 2)):
+def _validate(
+    n_samples, n_features, n_groups, family, noise, group_separation, power, n_classes
+):
+    for name, value, low in (
+        ("n_samples", n_samples, 1),
+        ("n_features", n_features, 1),
+        ("n_groups", n_groups, 1),
+        ("n_classes", n_classes, 2),
+    ):
         if not isinstance(value, Integral) or isinstance(value, bool) or value < low:
             raise ValueError(
                 f"The '{name}' parameter must be an int >= {low}; got {value!r}."
