@@ -250,6 +250,15 @@ def test_cosine_neighbors_equals_cosine_topk():
         torch.testing.assert_close(got.mask, want.mask)
 
 
+def test_cosine_neighbors_n_neighbors_override_and_feature_check():
+    X = _clustered(40)
+    nn = CosineNeighbors(n_neighbors=5).fit(X)
+    wider = nn.kneighbors(n_neighbors=8)
+    torch.testing.assert_close(wider.indices, cosine_topk(X, n_neighbors=8).indices)
+    with pytest.raises(ValueError, match="X has 3 features, but CosineNeighbors"):
+        nn.kneighbors(np.ones((2, 3)))
+
+
 def test_cosine_neighbors_params_and_unfitted_error():
     from sklearn.base import clone
     from sklearn.exceptions import NotFittedError
