@@ -1,0 +1,470 @@
+"""Benchmark suite: GraphGLM against GLMs, gradient boosting and other peers.
+
+For each dataset of ``autoglm_graph.datasets`` and each model of
+``bench_models.MODELS``: fit on the training part, predict the test part (with
+its offset where the data has an exposure), and score
+
+* the family's mean test deviance, computed with GraphGLM's own family object
+  from the predicted mean (``eta = family.link(mu)``); for classifiers this is
+  twice the log-loss, with probabilities clipped to ``[1e-15, 1 - 1e-15]``;
+* D² = 1 - deviance / null deviance, the null model predicting the training
+  mean (the training rate ``sum(y) / sum(exposure)`` times the exposure when the
+  data has an offset; the training class proportions for classifiers);
+* log-loss and accuracy for classifiers; fit and predict seconds.
+
+Models are ranked per dataset by mean test deviance (1 = best); the report
+gives mean ranks and the datasets on which ``graphglm`` beats ``glum`` and
+``lightgbm``. Results go to ``<out>.json``, ``<out>.md`` and ``<out>.png`` (test
+deviance relative to ``graphglm_global``, the exact global GLM).
+
+    python benchmarks/run.py                     # core + synthetic suites
+    python benchmarks/run.py --quick             # smoke test, < 3 minutes
+    python benchmarks/run.py --datasets diabetes synthetic --models graphglm glum
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import importlib.metadata
+import json
+import math
+import os
+import platform
+import shlex
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import bench_models
+import bench_report
+import numpy as np
+import torch
+from threadpoolctl import threadpool_limits
+
+from autoglm_graph import get_family
+from autoglm_graph.datasets import get_card, list_datasets, load_dataset
+
+RESULTS = Path(__file__).resolve().parent / "results"
+DEFAULT_SUITES = ("core", "synthetic")
+QUICK_DATASETS = ("diabetes", "synthetic_poisson", "synthetic_binomial", "affairs")
+QUICK_MAX_ROWS = 1500
+PROBA_CLIP = 1e-15
+PACKAGES = (
+    "autoglm-graph",
+    "torch",
+    "torch-geometric",
+    "scikit-learn",
+    "glum",
+    "lightgbm",
+    "contextualized-ml",
+    "numpy",
+    "pandas",
+)
+
+
+# ------------------------------------------------------------------ datasets
+
+
+def resolve_datasets(tokens: list[str]) -> tuple[list[str], list[str]]:
+    """Expand suite names into dataset names and drop unavailable datasets.
+
+    Parameters
+    ----------
+    tokens : list of str
+        Dataset names or suite names (``quickstart``, ``core``, ``scale``,
+        ``synthetic``), in order; duplicates are dropped.
+
+    Returns
+    -------
+    names : list of str
+        Datasets to run.
+    notes : list of str
+        One line per dataset skipped because its package is missing.
+    """
+    table = list_datasets()
+    suites = set(table["suite"])
+    names: list[str] = []
+    for token in tokens:
+        if token in suites:
+            names += list(table.loc[table["suite"] == token, "name"])
+        elif token in set(table["name"]):
+            names.append(token)
+        else:
+            raise SystemExit(
+                f"Unknown dataset or suite {token!r}; expected one of "
+                f"{sorted(suites)} or {sorted(table['name'])}."
+            )
+    names = list(dict.fromkeys(names))
+    available = dict(zip(table["name"], table["available"], strict=True))
+    requires = dict(zip(table["name"], table["requires"], strict=True))
+    notes = [
+        f"dataset {n} skipped: needs the package {requires[n]!r}"
+        for n in names
+        if not available[n]
+    ]
+    return [n for n in names if available[n]], notes
+
+
+def family_parameters(name: str) -> dict[str, float]:
+    """Tweedie power and negative binomial theta of a dataset, from its card.
+
+    ``make_varying_coefficients`` draws negative binomial data with variance
+    ``mu + noise**2 * mu**2``, so a synthetic card's ``noise`` gives theta.
+    """
+    params = get_card(name).family_params
+    theta = params.get("theta", params.get("noise", 1.0) ** 2)
+    return {"power": float(params.get("power", 1.5)), "theta": float(theta)}
+
+
+# ------------------------------------------------------------------- metrics
+
+
+def _clip_proba(proba: np.ndarray) -> np.ndarray:
+    return np.clip(np.asarray(proba, dtype=np.float64), PROBA_CLIP, 1 - PROBA_CLIP)
+
+
+def mean_deviance(family, y: np.ndarray, mean: np.ndarray) -> float:
+    """Mean unit deviance of ``y`` under the predicted mean, with our family.
+
+    Parameters
+    ----------
+    family : autoglm_graph.Family
+    y : ndarray of shape (n,)
+        Target; int class codes for binomial and multinomial.
+    mean : ndarray of shape (n,) or (n, n_classes)
+        Predicted mean, or class probabilities for classifiers.
+
+    Returns
+    -------
+    float
+    """
+    if family.name == "binomial":
+        mu = torch.as_tensor(_clip_proba(mean)[:, 1])
+        target = torch.as_tensor(y, dtype=torch.float64)
+    elif family.name == "multinomial":
+        mu = torch.as_tensor(_clip_proba(mean))
+        target = torch.as_tensor(np.eye(mean.shape[1])[y])
+    else:
+        mu = torch.as_tensor(np.asarray(mean, dtype=np.float64))
+        target = torch.as_tensor(y, dtype=torch.float64)
+    return float(family.deviance(target, family.link(mu)))
+
+
+def null_mean(ds, n_classes: int | None) -> np.ndarray:
+    """Prediction of the intercept-only model fitted on the training part."""
+    n_test = len(ds.y_test)
+    if n_classes is not None:
+        p = np.bincount(ds.y_train, minlength=n_classes) / len(ds.y_train)
+        return np.tile(p, (n_test, 1))
+    if ds.offset_train is None:
+        return np.full(n_test, ds.y_train.mean())
+    rate = ds.y_train.sum() / np.exp(ds.offset_train).sum()
+    return rate * np.exp(ds.offset_test)
+
+
+def score(family, ds, mean: np.ndarray, n_classes: int | None) -> dict:
+    """Test deviance, D², and log-loss and accuracy for classifiers."""
+    deviance = mean_deviance(family, ds.y_test, mean)
+    null = mean_deviance(family, ds.y_test, null_mean(ds, n_classes))
+    out = {"deviance": deviance, "d2": 1.0 - deviance / null}
+    if n_classes is not None:
+        out["log_loss"] = deviance / 2.0
+        out["accuracy"] = float(np.mean(np.argmax(mean, axis=1) == ds.y_test))
+    return out
+
+
+# --------------------------------------------------------------------- runs
+
+
+def run_model(model: str, task: bench_models.Task, ds, family) -> dict:
+    """Fit one model on one dataset and score it; never raises.
+
+    Returns
+    -------
+    dict
+        ``status`` ("ok", "n/a" or "error"), ``note``, the metrics of
+        :func:`score`, ``fit_s`` and ``predict_s``.
+    """
+    n_classes = None if ds.classes is None else len(ds.classes)
+    try:
+        adapter = bench_models.MODELS[model](task)
+        start = time.perf_counter()
+        adapter.fit(ds.X_train, ds.y_train, ds.offset_train, groups=ds.groups_train)
+        fit_s = time.perf_counter() - start
+        start = time.perf_counter()
+        mean = adapter.predict(ds.X_test, ds.offset_test)
+        predict_s = time.perf_counter() - start
+    except bench_models.NotApplicable as exc:
+        return {"status": "n/a", "note": str(exc)}
+    except Exception as exc:  # a failing model must not end a long run
+        traceback.print_exc()
+        return {"status": "error", "note": f"{type(exc).__name__}: {exc}"}
+    metrics = score(family, ds, np.asarray(mean), n_classes)
+    return {
+        "status": "ok",
+        "note": adapter.note() if hasattr(adapter, "note") else "",
+        **metrics,
+        "fit_s": fit_s,
+        "predict_s": predict_s,
+    }
+
+
+def run_dataset(name: str, models: list[str], seed: int, args) -> list[dict]:
+    """Every model on one seeded split of one dataset, one record each."""
+    ds = load_dataset(name, random_state=seed, max_rows=args.max_rows)
+    params = family_parameters(name)
+    family = get_family(ds.family, **params)
+    task = bench_models.Task(
+        ds.family, seed=seed, quick=args.quick, threads=args.threads, **params
+    )
+    records = []
+    for model in models:
+        record = run_model(model, task, ds, family)
+        record = {
+            "dataset": name,
+            "family": ds.family,
+            "model": model,
+            "seed": seed,
+            "n_train": len(ds.y_train),
+            "n_test": len(ds.y_test),
+            **record,
+        }
+        records.append(record)
+        print(_progress(record), flush=True)
+    return records
+
+
+def _progress(r: dict) -> str:
+    head = f"[seed {r['seed']}] {r['dataset']:<28} {r['model']:<16}"
+    if r["status"] != "ok":
+        return f"{head} {r['status']}: {r['note']}"
+    return (
+        f"{head} deviance={r['deviance']:.5g}  D2={r['d2']:.3f}  fit={r['fit_s']:.1f}s"
+    )
+
+
+def select_models(requested: list[str]) -> tuple[list[str], list[str]]:
+    """Requested models whose package is installed, and a note per skipped one."""
+    models, notes = [], []
+    for model in requested:
+        missing = bench_models.missing_package(model)
+        if missing is None:
+            models.append(model)
+        else:
+            notes.append(f"model {model} skipped: package {missing} is not installed")
+    return models, notes
+
+
+@contextlib.contextmanager
+def limit_threads(threads: int | None):
+    """Limit torch's and the BLAS/OpenMP thread pools to ``threads`` (None: no-op).
+
+    On a machine shared with other work, several threads per process spin at
+    every parallel region while their siblings wait for a core: one thread per
+    model is then faster and its timings are steadier.
+    """
+    if threads is None:
+        yield
+        return
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with threadpool_limits(limits=threads):
+            yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+# ------------------------------------------------------------------- report
+
+
+def machine_info() -> dict:
+    """What the numbers were measured on."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(
+                line.split(":", 1)[1].strip() for line in f if "model name" in line
+            )
+    except (OSError, StopIteration):
+        pass
+    versions = {}
+    for package in PACKAGES:
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            versions[package] = None
+    return {
+        "cpu": cpu,
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "loadavg_start": os.getloadavg(),
+        "versions": versions,
+    }
+
+
+def _json_safe(value):
+    """NaN and infinity become None (strict JSON)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def write_outputs(out: Path, report: dict, markdown: str, plot: bool) -> list[Path]:
+    """Write ``<out>.json``, ``<out>.md`` and (optionally) ``<out>.png``."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    paths = [out.with_suffix(".json"), out.with_suffix(".md")]
+    paths[0].write_text(json.dumps(_json_safe(report), indent=1) + "\n")
+    paths[1].write_text(markdown)
+    if plot:
+        png = out.with_suffix(".png")
+        if bench_report.plot_relative(
+            report["summary"], report["models"], png, report["title"]
+        ):
+            paths.append(png)
+    return paths
+
+
+# ---------------------------------------------------------------------- CLI
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """Command-line options; see ``--help``."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--datasets",
+        nargs="+",
+        default=None,
+        help="dataset or suite names (default: core synthetic; with --quick: "
+        + " ".join(QUICK_DATASETS)
+        + ")",
+    )
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        default=list(bench_models.MODELS),
+        choices=list(bench_models.MODELS),
+        metavar="MODEL",
+        help="models to compare (default: all of "
+        + ", ".join(bench_models.MODELS)
+        + ")",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"smoke test: max_rows={QUICK_MAX_ROWS}, GraphGLM max_epochs=30, "
+        "LightGBM n_estimators=100",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="seeds 0..N-1 (split and models); mean ± sd",
+    )
+    parser.add_argument(
+        "--max-rows",
+        type=int,
+        default=None,
+        help="seeded subsample of each dataset before splitting",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="output prefix (default: benchmarks/results/suite, or "
+        "benchmarks/results/quick with --quick)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="threads of torch, BLAS/OpenMP and LightGBM (default: the libraries' "
+        "own; 1 with --quick)",
+    )
+    parser.add_argument("--no-plot", action="store_true", help="skip the PNG")
+    args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error(f"--repeats must be >= 1; got {args.repeats}.")
+    if args.threads is not None and args.threads < 1:
+        parser.error(f"--threads must be >= 1; got {args.threads}.")
+    if args.quick and args.threads is None:
+        args.threads = 1
+    if args.datasets is None:
+        args.datasets = list(QUICK_DATASETS if args.quick else DEFAULT_SUITES)
+    if args.quick and args.max_rows is None:
+        args.max_rows = QUICK_MAX_ROWS
+    if args.out is None:
+        args.out = RESULTS / ("quick" if args.quick else "suite")
+    return args
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Run the benchmark, print the table, write the outputs.
+
+    Parameters
+    ----------
+    argv : list of str or None
+        Command-line arguments (``sys.argv[1:]`` when None).
+
+    Returns
+    -------
+    dict
+        The report written to ``<out>.json`` (before NaN became null).
+    """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parse_args(argv)
+    started = time.perf_counter()
+    date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    datasets, notes = resolve_datasets(args.datasets)
+    models, model_notes = select_models(args.models)
+    notes += model_notes
+    for note in notes:
+        print(note, flush=True)
+    records = []
+    with limit_threads(args.threads):
+        machine = machine_info()
+        for seed in range(args.repeats):
+            for name in datasets:
+                records += run_dataset(name, models, seed, args)
+    summary = bench_report.summarise(records, datasets, models)
+    report = {
+        "title": "GraphGLM benchmark" + (" (quick)" if args.quick else ""),
+        "command": shlex.join(["python", "benchmarks/run.py", *argv]),
+        "date": date,
+        "machine": machine,
+        "options": {
+            k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()
+        },
+        "datasets": datasets,
+        "models": models,
+        "model_descriptions": {
+            m: (bench_models.MODELS[m].__doc__ or "").strip().split("\n")[0]
+            for m in models
+        },
+        "notes": notes,
+        "records": records,
+        "summary": summary,
+        "mean_ranks": bench_report.mean_ranks(summary, models),
+        "wins": bench_report.win_counts(summary, "graphglm", ("glum", "lightgbm")),
+        "wall_s": time.perf_counter() - started,
+    }
+    markdown = bench_report.to_markdown(report)
+    print()
+    print(bench_report.main_table(report))
+    for path in write_outputs(args.out, report, markdown, plot=not args.no_plot):
+        print(f"wrote {path}")
+    print(f"total {report['wall_s']:.0f} s")
+    return report
+
+
+if __name__ == "__main__":
+    main()
