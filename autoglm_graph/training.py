@@ -243,10 +243,6 @@ class Trainer:
             return out, graph
         return out
 
-    def deviance(self, delta: Tensor, rows: RowData) -> Tensor:
-        eta, _ = linear_predictor(delta, rows, self.n_outputs)
-        return self.family.deviance(rows.y, eta, rows.weight)
-
     # ---------------------------------------------------------------- fitting
     def _loss(self, delta: Tensor, rows: RowData) -> tuple[Tensor, Tensor]:
         eta, delta = linear_predictor(delta, rows, self.n_outputs)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _tables import to_markdown
 
 from autoglm_graph import GraphGLMRegressor
 from autoglm_graph.datasets import make_varying_coefficients
@@ -57,12 +58,6 @@ def run(n_samples: int, n_features: int, family: str, seed: int) -> list[dict]:
         )
     return rows
 
-
-def to_markdown(rows: list[dict]) -> str:
-    keys = list(rows[0])
-    lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
-    lines += ["| " + " | ".join(str(r[k]) for k in keys) + " |" for r in rows]
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:

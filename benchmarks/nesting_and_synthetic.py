@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _tables import to_markdown
 from sklearn.linear_model import (
     GammaRegressor,
     LogisticRegression,
@@ -126,12 +127,6 @@ def _deviance(model, X, y) -> float:
         eta = family.link(torch.as_tensor(model.predict(X)))
     return family.deviance(torch.as_tensor(y, dtype=torch.float64), eta).item()
 
-
-def to_markdown(rows: list[dict]) -> str:
-    keys = list(rows[0])
-    lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
-    lines += ["| " + " | ".join(str(r[k]) for k in keys) + " |" for r in rows]
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
