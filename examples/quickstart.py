@@ -6,7 +6,8 @@ The default, ``synthetic_poisson``, is generated with known per-row coefficients
 (4 latent groups of rows with different Poisson GLMs), so the script can also say
 how close the per-row coefficients come to the truth. Real data from the suite:
 ``python examples/quickstart.py randhie_visits`` (needs statsmodels; ~15k rows,
-a few minutes on 2 CPU cores). ``autoglm_graph.datasets.list_datasets()`` lists all.
+about half a minute on an idle 2-core CPU).
+``autoglm_graph.datasets.list_datasets()`` lists all.
 """
 
 from __future__ import annotations
