@@ -5,8 +5,8 @@ Run:  python examples/quickstart.py [dataset]
 The default, ``synthetic_poisson``, is generated with known per-row coefficients
 (4 latent groups of rows with different Poisson GLMs), so the script can also say
 how close the per-row coefficients come to the truth. Real data from the suite:
-``python examples/quickstart.py randhie_visits`` (needs statsmodels; ~15k rows,
-about half a minute on an idle 2-core CPU).
+``python examples/quickstart.py randhie_visits`` (needs statsmodels; ~15k rows:
+suite fits of this size take 20-30 s on an idle 2-core CPU).
 ``autoglm_graph.datasets.list_datasets()`` lists all.
 """
 
