@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _tables import to_markdown
+from _common import to_markdown
 
 from autoglm_graph import GraphGLMRegressor
 from autoglm_graph.datasets import make_varying_coefficients

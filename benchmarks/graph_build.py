@@ -50,6 +50,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _common import cpu_name
 
 METHODS = ("ours", "faiss", "sklearn")
 
@@ -252,14 +253,7 @@ def machine_info() -> dict:
     import sklearn
     import torch
 
-    cpu = platform.processor()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(
-                line.split(":", 1)[1].strip() for line in f if "model name" in line
-            )
-    except (OSError, StopIteration):
-        pass
+    cpu = cpu_name()
     return {
         "cpu": cpu,
         "cpu_count": os.cpu_count(),

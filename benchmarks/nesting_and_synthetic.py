@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _tables import to_markdown
+from _common import to_markdown
 from sklearn.linear_model import (
     GammaRegressor,
     LogisticRegression,

@@ -42,6 +42,7 @@ import bench_models
 import bench_report
 import numpy as np
 import torch
+from _common import cpu_name
 from threadpoolctl import threadpool_limits
 
 from autoglm_graph import get_family
@@ -283,14 +284,7 @@ def limit_threads(threads: int | None):
 
 def machine_info() -> dict:
     """What the numbers were measured on."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(
-                line.split(":", 1)[1].strip() for line in f if "model name" in line
-            )
-    except (OSError, StopIteration):
-        pass
+    cpu = cpu_name()
     versions = {}
     for package in PACKAGES:
         try:

@@ -1,0 +1,24 @@
+"""Small helpers shared by the benchmark scripts."""
+
+from __future__ import annotations
+
+import platform
+
+
+def to_markdown(rows: list[dict]) -> str:
+    """One column per key of the first row, one line per row."""
+    keys = list(rows[0])
+    lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+    lines += ["| " + " | ".join(str(r[k]) for k in keys) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def cpu_name() -> str:
+    """The processor's model name (from /proc/cpuinfo where it exists)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(
+                line.split(":", 1)[1].strip() for line in f if "model name" in line
+            )
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
