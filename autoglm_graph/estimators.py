@@ -287,6 +287,7 @@ class _BaseGraphGLM(BaseEstimator):
         trainer.net.load_state_dict(best.state_dict)
         trainer.net.eval()
         trainer.callbacks = []
+        trainer.neighbor_cache = None  # may be a search's, shared across trials
         self.best_epoch_ = best.epoch
         self.network_ = trainer.net
         self._trainer = trainer
@@ -325,6 +326,9 @@ class _BaseGraphGLM(BaseEstimator):
             batch_size=self.batch_size,
             callbacks=callbacks,
             verbose=self.verbose,
+            # Set by GraphGLMSearchCV on its trials' clones: one input-space
+            # search shared by trials that differ only in k or threshold.
+            neighbor_cache=getattr(self, "_neighbor_cache", None),
         )
 
     def _row_data(self, design, y_model, sample_weight, offset, glm, train_pos):
@@ -482,6 +486,7 @@ class _BaseGraphGLM(BaseEstimator):
     def __getstate__(self):
         # As skorch does: tensors travel on the CPU and come back on the device.
         state = self.__dict__.copy()
+        state.pop("_neighbor_cache", None)  # a search's scratch, not the model
         for key in _DEVICE_STATE:
             if key in state:
                 state[key] = _move(state[key], torch.device("cpu"))

@@ -21,7 +21,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from .families import Family
-from .graph import NeighborGraph, cosine_topk
+from .graph import NeighborCache, NeighborGraph, cosine_topk
 from .modules import GraphGLMNet, SourceStates
 
 
@@ -167,6 +167,9 @@ class Trainer:
     callbacks: list = field(default_factory=list)
     verbose: int = 0
     history: list = field(default_factory=list)
+    #: Shared input-space searches (a hyperparameter search passes one cache to
+    #: every trial); ``None`` gives each fit its own, dropped after ``fit``.
+    neighbor_cache: NeighborCache | None = None
 
     # ------------------------------------------------------------------ graph
     def graph_vectors(self, context: Tensor, z: Tensor | None = None) -> Tensor:
@@ -175,6 +178,16 @@ class Trainer:
         return self.net.encode(context) if z is None else z
 
     def build_graph(self, queries: Tensor, base: Tensor | None = None) -> NeighborGraph:
+        cache = getattr(self, "_fit_cache", None)
+        if cache is not None and self.graph.space == "input":
+            # Input-space graphs are fixed during a fit: validation rows are
+            # searched once, not every epoch.
+            return cache.search(
+                queries,
+                base,
+                n_neighbors=self.graph.n_neighbors,
+                threshold=self.graph.threshold,
+            )
         return cosine_topk(
             queries,
             base,
@@ -309,6 +322,13 @@ class Trainer:
         (the one-standard-error rule: on small or noisy data the simpler model
         is kept).
         """
+        self._fit_cache = self.neighbor_cache or NeighborCache()
+        try:
+            return self._fit(train, val)
+        finally:
+            del self._fit_cache
+
+    def _fit(self, train: RowData, val: RowData | None) -> FittedGraphState | None:
         optimizer = torch.optim.AdamW(
             self.net.parameters(), lr=self.learning_rate, weight_decay=self.weight_decay
         )
