@@ -64,6 +64,23 @@ def resolve_device(device: str | torch.device) -> torch.device:
     return resolved
 
 
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+
+
+def resolve_precision(precision: str, device: torch.device) -> str:
+    """'auto' -> bf16 on a GPU that has it, else fp16 on a GPU, fp32 on a CPU.
+
+    On the CPU autocast is off by default: measured on a 2-core CPU, bf16 gave
+    no speed-up for these layers (``benchmarks/results/scale.md``).
+    """
+    check_option("precision", precision, PRECISIONS)
+    if precision != "auto":
+        return precision
+    if device.type != "cuda":
+        return "fp32"
+    return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+
+
 def check_offset(offset, n_samples: int) -> np.ndarray | None:
     """Validate an offset: None or a finite 1-d array of length n_samples."""
     if offset is None:

@@ -23,9 +23,16 @@ from sklearn.utils.validation import (
 )
 
 from ._glm import fit_global_glm
-from ._validation import check_number, check_offset, check_option, resolve_device
+from ._validation import (
+    PRECISIONS,
+    check_number,
+    check_offset,
+    check_option,
+    resolve_device,
+    resolve_precision,
+)
 from .families import Family, get_family
-from .modules import GraphGLMNet
+from .modules import MESSAGE_PASSING, GraphGLMNet
 from .preprocessing import TabularPreprocessor
 from .training import EarlyStopping, GraphConfig, RowData, Trainer, linear_predictor
 
@@ -50,6 +57,7 @@ class _BaseGraphGLM(BaseEstimator):
         heads: int = 4,
         num_layers: int = 2,
         conv: str = "gat",
+        message_passing: str = "auto",
         dropout: float = 0.1,
         use_neighbor_targets: bool = True,
         local_penalty: float = 1e-3,
@@ -63,6 +71,7 @@ class _BaseGraphGLM(BaseEstimator):
         tol: float = 1e-4,
         callbacks: list | None = None,
         device: str = "auto",
+        precision: str = "auto",
         random_state=None,
         verbose: int = 0,
     ) -> None:
@@ -75,6 +84,7 @@ class _BaseGraphGLM(BaseEstimator):
         self.heads = heads
         self.num_layers = num_layers
         self.conv = conv
+        self.message_passing = message_passing
         self.dropout = dropout
         self.use_neighbor_targets = use_neighbor_targets
         self.local_penalty = local_penalty
@@ -88,8 +98,26 @@ class _BaseGraphGLM(BaseEstimator):
         self.tol = tol
         self.callbacks = callbacks
         self.device = device
+        self.precision = precision
         self.random_state = random_state
         self.verbose = verbose
+
+    @classmethod
+    def default_search_space(cls, family: str | Family | None = None) -> dict:
+        """Optuna distributions for :class:`~autoglm_graph.GraphGLMSearchCV`.
+
+        Parameters
+        ----------
+        family : str, Family or None, default=None
+            The family the search will fit; ``"tweedie"`` adds ``power``.
+
+        Returns
+        -------
+        dict of str to optuna.distributions.BaseDistribution
+        """
+        from ._search_space import default_search_space
+
+        return default_search_space(family)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -114,6 +142,13 @@ class _BaseGraphGLM(BaseEstimator):
             )
         check_number("num_layers", self.num_layers, integer=True, low=1)
         check_option("conv", self.conv, ("gat", "gatv2"))
+        check_option("message_passing", self.message_passing, MESSAGE_PASSING)
+        check_option("precision", self.precision, PRECISIONS)
+        if self.message_passing == "fused" and self.conv != "gat":
+            raise ValueError(
+                "The 'message_passing' parameter 'fused' needs conv='gat'; got "
+                f"conv={self.conv!r}."
+            )
         check_number("dropout", self.dropout, low=0, high=1)
         check_option("use_neighbor_targets", self.use_neighbor_targets, (True, False))
         check_number("local_penalty", self.local_penalty, low=0, allow_inf=True)
@@ -294,7 +329,7 @@ class _BaseGraphGLM(BaseEstimator):
         self._train_rows = train
         self._train_positions = train_pos
         self._source_states = trainer.source_states(train, best.train_graph)
-        trainer.__dict__.pop("_edge_cache", None)  # scratch of the loop
+        trainer.__dict__.pop("_adjacency_cache", None)  # scratch of the loop
         return None
 
     def _make_trainer(self, n_features: int, train: RowData) -> Trainer:
@@ -308,6 +343,7 @@ class _BaseGraphGLM(BaseEstimator):
             target_channels=target_channels,
             dropout=self.dropout,
             conv=self.conv,
+            message_passing=self.message_passing,
         ).to(self.device_)
         callbacks = list(self.callbacks or [])
         if self.early_stopping:
@@ -324,6 +360,7 @@ class _BaseGraphGLM(BaseEstimator):
             local_penalty=self.local_penalty,
             max_epochs=self.max_epochs,
             batch_size=self.batch_size,
+            precision=resolve_precision(self.precision, self.device_),
             callbacks=callbacks,
             verbose=self.verbose,
             # Set by GraphGLMSearchCV on its trials' clones: one input-space
@@ -482,7 +519,47 @@ class _BaseGraphGLM(BaseEstimator):
             return np.asarray(X.index)
         return np.arange(X.shape[0])
 
+    def coef_table(
+        self,
+        X,
+        y,
+        sample_weight=None,
+        offset=None,
+        cov_type: str = "fisher",
+        alpha: float = 0.05,
+    ) -> pd.DataFrame:
+        """The global GLM's coefficients with standard errors, z, p and CIs.
+
+        A thin wrapper of :func:`autoglm_graph.explain.coef_table`; pass the
+        training data. ``alpha`` is the level of the confidence intervals.
+        """
+        from .explain import coef_table
+
+        return coef_table(
+            self, X, y, sample_weight, offset, cov_type=cov_type, alpha=alpha
+        )
+
+    def local_coef_summary(self, X, offset=None) -> pd.DataFrame:
+        """How the per-row coefficients vary over the rows of X, per term.
+
+        A thin wrapper of :func:`autoglm_graph.explain.local_coef_summary`.
+        """
+        from .explain import local_coef_summary
+
+        return local_coef_summary(self, X, offset)
+
     # ---------------------------------------------------------- persistence
+    def save(self, path):
+        """Save the fitted model without pickle; read it with ``autoglm_graph.load``.
+
+        A thin wrapper of :func:`autoglm_graph.io.save_model`: safetensors and
+        JSON (and skops for the preprocessing), in a directory or a ``.zip``.
+        Returns the path written.
+        """
+        from .io import save_model
+
+        return save_model(self, path)
+
     def __getstate__(self):
         # As skorch does: tensors travel on the CPU and come back on the device.
         state = self.__dict__.copy()
@@ -599,6 +676,12 @@ _COMMON_PARAMS_DOC = """
         Graph attention layers.
     conv : {"gat", "gatv2"}, default="gat"
         torch_geometric's ``GATConv`` or ``GATv2Conv``.
+    message_passing : {"auto", "fused", "pyg"}, default="auto"
+        How attention runs. ``"fused"``: the fixed-degree fast path
+        (:mod:`autoglm_graph.fused`; ``conv="gat"`` only), equal to the
+        torch_geometric layer to float rounding and several times faster on a
+        CPU; ``"pyg"``: torch_geometric's layer (the reference). ``"auto"``:
+        the fast path where it exists.
     dropout : float, default=0.1
         Dropout on hidden states and attention weights. With ``dropout=0`` the
         training forward pass doubles as the validation pass (faster), but the
@@ -634,6 +717,13 @@ _COMMON_PARAMS_DOC = """
         Objects with ``on_epoch_end(trainer, logs) -> bool`` (True stops).
     device : str, default="auto"
         "auto" (CUDA when available), "cpu", "cuda", ...
+    precision : {"auto", "fp32", "bf16", "fp16"}, default="auto"
+        Precision of the network under autocast; the GLM deviance and the
+        global GLM stay in float32 (float64 for the global fit). ``"auto"``:
+        bf16 on a GPU that supports it, else fp16 there (with a gradient
+        scaler), fp32 on a CPU (where bf16 measured no faster). A non-finite
+        loss skips the step (fp16: the scaler lowers its scale; bf16: training
+        falls back to fp32 with a warning); the model never holds NaN.
     random_state : int, RandomState instance or None, default=None
     verbose : int, default=0
         Progress bar and messages when > 0.
@@ -713,6 +803,7 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
         heads: int = 4,
         num_layers: int = 2,
         conv: str = "gat",
+        message_passing: str = "auto",
         dropout: float = 0.1,
         use_neighbor_targets: bool = True,
         local_penalty: float = 1e-3,
@@ -726,6 +817,7 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
         tol: float = 1e-4,
         callbacks: list | None = None,
         device: str = "auto",
+        precision: str = "auto",
         random_state=None,
         verbose: int = 0,
     ) -> None:
@@ -742,6 +834,7 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
             heads=heads,
             num_layers=num_layers,
             conv=conv,
+            message_passing=message_passing,
             dropout=dropout,
             use_neighbor_targets=use_neighbor_targets,
             local_penalty=local_penalty,
@@ -755,6 +848,7 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
             tol=tol,
             callbacks=callbacks,
             device=device,
+            precision=precision,
             random_state=random_state,
             verbose=verbose,
         )

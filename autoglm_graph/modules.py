@@ -16,7 +16,37 @@ import torch
 from torch import Tensor, nn
 from torch_geometric.nn import GATConv, GATv2Conv
 
+from .fused import FixedDegreeAdjacency, fixed_degree_gat
+from .graph import NeighborGraph
+
 CONVS = {"gat": GATConv, "gatv2": GATv2Conv}
+#: Message-passing implementations: the fixed-degree fast path exists for GAT.
+MESSAGE_PASSING = ("auto", "fused", "pyg")
+
+
+class EdgeListAdjacency:
+    """A :class:`NeighborGraph` as torch_geometric's edge list (the reference path).
+
+    Attributes
+    ----------
+    edge_index : Tensor of shape (2, E)
+        Source (neighbour) and destination rows.
+    edge_attr : Tensor of shape (E, 1)
+        Cosine similarity of each edge.
+    """
+
+    def __init__(self, graph: NeighborGraph) -> None:
+        self.edge_index, weight = graph.to_edge_index()
+        self.edge_attr = weight.unsqueeze(1)
+
+
+def edge_list(adjacency) -> Tensor:
+    """``edge_index [2, E]`` of an adjacency, in ``to_edge_index`` order."""
+    if isinstance(adjacency, EdgeListAdjacency):
+        return adjacency.edge_index
+    rows = torch.arange(adjacency.n_dst, device=adjacency.indices.device)
+    rows = rows.unsqueeze(1).expand_as(adjacency.mask)
+    return torch.stack([adjacency.indices[adjacency.mask], rows[adjacency.mask]])
 
 
 @dataclass
@@ -60,11 +90,17 @@ class GraphGLMNet(nn.Module):
         Dropout on hidden states and attention coefficients.
     conv : {"gat", "gatv2"}
         torch_geometric attention layer.
+    message_passing : {"auto", "fused", "pyg"}
+        How the attention layers run: ``"fused"`` is the fixed-degree fast path
+        (:mod:`autoglm_graph.fused`, GAT only) with the layer's own weights,
+        ``"pyg"`` the torch_geometric layer itself; ``"auto"`` is the fast path
+        where it exists.
 
     Shapes
     ------
     - context: ``[n, in_channels]``; targets ``[n_src, target_channels]``;
-      edge_index ``[2, E]`` (source row, destination row), edge_attr ``[E, 1]``.
+      adjacency: from :meth:`adjacency` of a ``[n_dst, k]`` :class:`NeighborGraph`
+      whose indices point at the ``n_src`` source rows.
     - output: ``[n, out_channels]``; zero at initialisation.
     """
 
@@ -79,6 +115,7 @@ class GraphGLMNet(nn.Module):
         target_channels: int = 0,
         dropout: float = 0.0,
         conv: str = "gat",
+        message_passing: str = "auto",
     ) -> None:
         super().__init__()
         self.in_channels = in_channels
@@ -89,6 +126,13 @@ class GraphGLMNet(nn.Module):
         self.target_channels = target_channels
         self.dropout = dropout
         self.conv = conv
+        self.message_passing = message_passing
+        self.fused = message_passing != "pyg" and conv == "gat"
+        if message_passing == "fused" and conv != "gat":
+            raise ValueError(
+                "message_passing='fused' exists for conv='gat' only; got "
+                f"conv={conv!r}."
+            )
         self.encoder = nn.Sequential(
             nn.Linear(in_channels, hidden_channels),
             nn.GELU(),
@@ -128,6 +172,12 @@ class GraphGLMNet(nn.Module):
         nn.init.zeros_(self.head[-1].weight)
         nn.init.zeros_(self.head[-1].bias)
 
+    def adjacency(self, graph: NeighborGraph, n_src: int):
+        """``graph`` prepared for this network's layers (build once, reuse)."""
+        if self.fused:
+            return FixedDegreeAdjacency(graph, n_src)
+        return EdgeListAdjacency(graph)
+
     def encode(self, context: Tensor) -> Tensor:
         """Encoder output ``z``, shape ``[n, hidden_channels]``."""
         return self.encoder(context)
@@ -137,19 +187,25 @@ class GraphGLMNet(nn.Module):
         layer: int,
         x_src: Tensor,
         h_dst: Tensor,
-        edge_index: Tensor,
-        edge_attr: Tensor,
+        adjacency,
         return_attention: bool = False,
     ):
-        out = self.convs[layer](
-            (x_src, h_dst),
-            edge_index,
-            edge_attr=edge_attr,
-            return_attention_weights=True if return_attention else None,
-        )
+        conv = self.convs[layer]
         attention = None
-        if return_attention:
-            out, attention = out
+        if isinstance(adjacency, FixedDegreeAdjacency):
+            out = fixed_degree_gat(conv, (x_src, h_dst), adjacency, return_attention)
+            if return_attention:
+                out, alpha = out
+                attention = (edge_list(adjacency), alpha[adjacency.mask])
+        else:
+            out = conv(
+                (x_src, h_dst),
+                adjacency.edge_index,
+                edge_attr=adjacency.edge_attr,
+                return_attention_weights=True if return_attention else None,
+            )
+            if return_attention:
+                out, attention = out
         out = nn.functional.dropout(
             nn.functional.gelu(out), p=self.dropout, training=self.training
         )
@@ -164,8 +220,7 @@ class GraphGLMNet(nn.Module):
         self,
         context: Tensor,
         targets: Tensor | None,
-        edge_index: Tensor,
-        edge_attr: Tensor,
+        adjacency,
         z: Tensor | None = None,
     ) -> tuple[Tensor, SourceStates]:
         """Transductive pass over the training rows (sources = destinations).
@@ -182,7 +237,7 @@ class GraphGLMNet(nn.Module):
                 pooled = h.mean(dim=0)
             x_src = self._source_input(layer, h, targets)
             layers.append(x_src)
-            h, _ = self._layer(layer, x_src, h, edge_index, edge_attr)
+            h, _ = self._layer(layer, x_src, h, adjacency)
         states = SourceStates(layers=layers, pooled=pooled, embedding=embedding)
         return self._head(h, pooled), states
 
@@ -190,16 +245,16 @@ class GraphGLMNet(nn.Module):
         self,
         context: Tensor,
         states: SourceStates,
-        edge_index: Tensor,
-        edge_attr: Tensor,
+        adjacency,
         z: Tensor | None = None,
         return_attention: bool = False,
     ):
         """Inductive pass: new rows attend to training rows' cached states only.
 
-        ``edge_index[0]`` indexes training rows, ``edge_index[1]`` query rows.
-        With ``return_attention`` also returns the last layer's attention
-        ``(edge_index, weights [E, heads])``.
+        ``adjacency`` links query rows (destinations) to training rows. With
+        ``return_attention`` also returns the last layer's attention
+        ``(edge_index, weights [E, heads])``, edges in
+        :meth:`NeighborGraph.to_edge_index` order.
         """
         h = self.encode(context) if z is None else z
         attention = None
@@ -208,8 +263,7 @@ class GraphGLMNet(nn.Module):
                 layer,
                 states.layers[layer],
                 h,
-                edge_index,
-                edge_attr,
+                adjacency,
                 return_attention=return_attention and layer == self.num_layers - 1,
             )
         delta = self._head(h, states.pooled)
@@ -224,5 +278,5 @@ class GraphGLMNet(nn.Module):
             f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "
             f"hidden_channels={self.hidden_channels}, heads={self.heads}, "
             f"num_layers={self.num_layers}, target_channels={self.target_channels}, "
-            f"conv={self.conv!r})"
+            f"conv={self.conv!r}, message_passing={self.message_passing!r})"
         )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -23,6 +24,9 @@ from tqdm.auto import tqdm
 from .families import Family
 from .graph import NeighborCache, NeighborGraph, cosine_topk
 from .modules import GraphGLMNet, SourceStates
+
+#: Autocast dtypes of the reduced precisions.
+AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @dataclass
@@ -170,6 +174,8 @@ class Trainer:
     #: Shared input-space searches (a hyperparameter search passes one cache to
     #: every trial); ``None`` gives each fit its own, dropped after ``fit``.
     neighbor_cache: NeighborCache | None = None
+    #: "fp32", "bf16" or "fp16": autocast of the network (the loss stays fp32).
+    precision: str = "fp32"
 
     # ------------------------------------------------------------------ graph
     def graph_vectors(self, context: Tensor, z: Tensor | None = None) -> Tensor:
@@ -210,22 +216,22 @@ class Trainer:
         same = train.group[graph.indices] == train.group.unsqueeze(1)
         return dataclasses.replace(graph, mask=graph.mask & ~same)
 
-    def _edges(self, graph: NeighborGraph) -> tuple[Tensor, Tensor]:
-        # The training graph changes only at a refresh; its edge list is reused
-        # by every epoch's forward and validation pass until then.
-        cached = getattr(self, "_edge_cache", None)
+    def _adjacency(self, graph: NeighborGraph):
+        # The training graph changes only at a refresh; its prepared form is
+        # reused by every epoch's forward and validation pass until then.
+        cached = getattr(self, "_adjacency_cache", None)
         if cached is None or cached[0] is not graph:
-            self._edge_cache = (graph, graph.to_edge_index())
-        return self._edge_cache[1]
+            n_src = graph.indices.shape[0]
+            self._adjacency_cache = (graph, self.net.adjacency(graph, n_src))
+        return self._adjacency_cache[1]
 
     # -------------------------------------------------------------- inference
     @torch.no_grad()
     def source_states(self, train: RowData, train_graph: NeighborGraph) -> SourceStates:
         """Per-layer states of the training rows, as new rows will see them."""
         self.net.eval()
-        edge_index, edge_weight = self._edges(train_graph)
-        _, states = self.net(
-            train.context, train.targets, edge_index, edge_weight.unsqueeze(1)
+        _, states = self._forward(
+            train.context, train.targets, self._adjacency(train_graph)
         )
         return states
 
@@ -240,18 +246,20 @@ class Trainer:
     ):
         """Coefficient deviations of new rows, each linked to training rows only."""
         self.net.eval()
-        z = self.net.encode(context)
+        with self._autocast():
+            z = self.net.encode(context)
         base = self.graph_vectors(train.context, states.embedding)
-        graph = self.build_graph(self.graph_vectors(context, z), base)
-        edge_index, edge_weight = graph.to_edge_index()
-        out = self.net.forward_query(
-            context,
-            states,
-            edge_index,
-            edge_weight.unsqueeze(1),
-            z=z,
-            return_attention=return_attention,
-        )
+        graph = self.build_graph(self.graph_vectors(context, z).float(), base)
+        adjacency = self.net.adjacency(graph, n_src=train.context.shape[0])
+        with self._autocast():
+            out = self.net.forward_query(
+                context,
+                states,
+                adjacency,
+                z=z,
+                return_attention=return_attention,
+            )
+        out = (out[0].float(), out[1]) if return_attention else out.float()
         if return_graph:
             return out, graph
         return out
@@ -262,6 +270,43 @@ class Trainer:
         deviance = self.family.deviance(rows.y, eta, rows.weight)
         penalty = weighted_mean(delta.pow(2).sum(dim=(1, 2)), rows.weight)
         return 0.5 * deviance + self.local_penalty * penalty, deviance
+
+    def _autocast(self):
+        """Autocast of the network's forward at ``precision`` (off for fp32)."""
+        dtype = AMP_DTYPES.get(self.precision)
+        device_type = self.net.head[-1].weight.device.type
+        return torch.autocast(device_type, dtype=dtype, enabled=dtype is not None)
+
+    def _forward(self, context: Tensor, targets, adjacency):
+        with self._autocast():
+            delta, states = self.net(context, targets, adjacency)
+        return delta.float(), states
+
+    def _backward_step(self, optimizer, loss: Tensor) -> bool:
+        """Backward and optimizer step; False when a bf16 loss was not finite.
+
+        fp16 goes through the gradient scaler, which skips a step whose
+        gradients overflowed and lowers its scale. A non-finite bf16 loss
+        switches the rest of training to fp32 (with a warning) and skips the
+        step: the weights never take a non-finite update.
+        """
+        optimizer.zero_grad(set_to_none=True)
+        if self.precision == "bf16" and not torch.isfinite(loss):
+            warnings.warn(
+                "The bf16 training loss was not finite; training continues in "
+                "fp32 (precision='fp32' avoids this).",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+            self.precision = "fp32"
+            return False
+        scaler = self._scaler
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(self.net.parameters(), 1.0)
+        scaler.step(optimizer)
+        scaler.update()
+        return True
 
     def _train_step(
         self, optimizer, train: RowData, graph: NeighborGraph, before_step=None
@@ -274,18 +319,15 @@ class Trainer:
         """
         self.net.train()
         if self.batch_size is None or self.batch_size >= train.y.shape[0]:
-            edge_index, edge_weight = self._edges(graph)
-            delta, states = self.net(
-                train.context, train.targets, edge_index, edge_weight.unsqueeze(1)
+            delta, states = self._forward(
+                train.context, train.targets, self._adjacency(graph)
             )
             loss, deviance = self._loss(delta, train)
             if before_step is not None:
                 before_step(states)
                 self.net.train()
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(self.net.parameters(), 1.0)
-            optimizer.step()
+            if not self._backward_step(optimizer, loss):
+                return self._train_step(optimizer, train, graph)
             return loss.item(), deviance.item()
         return self._minibatch_epoch(optimizer, train, graph)
 
@@ -299,14 +341,12 @@ class Trainer:
                 graph, batch, self.net.num_layers
             )
             sub = train.subset(nodes)
-            edge_index, edge_weight = sub_graph
-            delta, _ = self.net(sub.context, sub.targets, edge_index, edge_weight)
+            adjacency = self.net.adjacency(sub_graph, n_src=nodes.numel())
+            delta, _ = self._forward(sub.context, sub.targets, adjacency)
             rows = sub.subset(position)
             loss, deviance = self._loss(delta[position], rows)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(self.net.parameters(), 1.0)
-            optimizer.step()
+            if not self._backward_step(optimizer, loss):
+                continue  # this batch is skipped; the next ones run in fp32
             w = rows.weight.sum().item()
             total_loss += loss.item() * w
             total_dev += deviance.item() * w
@@ -323,10 +363,15 @@ class Trainer:
         is kept).
         """
         self._fit_cache = self.neighbor_cache or NeighborCache()
+        device_type = self.net.head[-1].weight.device.type
+        self._scaler = torch.amp.GradScaler(
+            device_type, enabled=self.precision == "fp16"
+        )
         try:
             return self._fit(train, val)
         finally:
-            del self._fit_cache
+            del self._fit_cache, self._scaler
+            self.__dict__.pop("_adjacency_cache", None)  # scratch of the loop
 
     def _fit(self, train: RowData, val: RowData | None) -> FittedGraphState | None:
         optimizer = torch.optim.AdamW(
@@ -363,7 +408,9 @@ class Trainer:
             loss, train_dev = self._train_step(
                 optimizer, train, graph, before_step=validate if reuse else None
             )
-            if not np.isfinite(loss):
+            # fp16 overflow is the gradient scaler's to handle (it skipped
+            # the step); in fp32 a non-finite loss is a real divergence.
+            if not np.isfinite(loss) and self.precision != "fp16":
                 raise FloatingPointError(
                     f"The training loss became {loss} at epoch {epoch}; lower "
                     "learning_rate or raise local_penalty."
@@ -400,14 +447,14 @@ class Trainer:
 
 def khop_subgraph(
     graph: NeighborGraph, batch: Tensor, num_layers: int
-) -> tuple[Tensor, tuple[Tensor, Tensor], Tensor]:
-    """The rows a mini-batch needs through ``num_layers`` hops, and their edges.
+) -> tuple[Tensor, NeighborGraph, Tensor]:
+    """The rows a mini-batch needs through ``num_layers`` hops, and their graph.
 
-    Returns the needed rows (``nodes``, positions in the training rows), the
-    edges among them relabelled to positions in ``nodes`` (``edge_index``,
-    ``edge_attr [E, 1]``) and the positions of ``batch`` within ``nodes``.
-    Rows outside the batch get states that only the batch's loss reads, so
-    they need only the edges into them from the next hop.
+    Returns the needed rows (``nodes``, positions in the training rows), their
+    neighbour lists restricted to ``nodes`` and relabelled to positions in
+    ``nodes`` (neighbours outside are masked out), and the positions of
+    ``batch`` within ``nodes``. Rows outside the batch get states that only the
+    batch's loss reads, so only the neighbours inside ``nodes`` matter.
     """
     n = graph.indices.shape[0]
     needed = batch
@@ -418,11 +465,10 @@ def khop_subgraph(
         frontier = needed
     relabel = torch.full((n,), -1, dtype=torch.long, device=batch.device)
     relabel[needed] = torch.arange(needed.numel(), device=batch.device)
-    sub_mask = graph.mask[needed]
-    dst = torch.arange(needed.numel(), device=batch.device).unsqueeze(1)
-    dst = dst.expand_as(sub_mask)[sub_mask]
-    src_rows = graph.indices[needed][sub_mask]
-    keep = relabel[src_rows] >= 0
-    edge_index = torch.stack([relabel[src_rows][keep], dst[keep]])
-    edge_attr = graph.similarities[needed][sub_mask][keep].unsqueeze(1)
-    return needed, (edge_index, edge_attr), relabel[batch]
+    indices = relabel[graph.indices[needed]]
+    sub_graph = NeighborGraph(
+        indices=indices.clamp(min=0),
+        similarities=graph.similarities[needed],
+        mask=graph.mask[needed] & (indices >= 0),
+    )
+    return needed, sub_graph, relabel[batch]

@@ -1,0 +1,198 @@
+"""The fixed-degree fast path equals torch_geometric's GATConv; precision paths."""
+
+import numpy as np
+import pytest
+import torch
+from torch_geometric.nn import GATConv
+
+from autoglm_graph import GraphGLMRegressor
+from autoglm_graph.datasets import make_varying_coefficients
+from autoglm_graph.fused import FixedDegreeAdjacency, fixed_degree_gat
+from autoglm_graph.graph import NeighborGraph, cosine_topk
+from autoglm_graph.modules import GraphGLMNet
+from autoglm_graph.training import khop_subgraph
+
+
+def _graph(n_dst=60, n_src=80, k=6, seed=0) -> NeighborGraph:
+    generator = torch.Generator().manual_seed(seed)
+    queries = torch.randn(n_dst, 5, generator=generator)
+    base = torch.randn(n_src, 5, generator=generator)
+    graph = cosine_topk(queries, base, n_neighbors=k, threshold=0.2)
+    graph.mask[7] = False  # a row without any real neighbour
+    return graph
+
+
+@pytest.mark.parametrize("heads, channels", [(1, 8), (4, 4), (3, 5)])
+def test_equals_gatconv_forward_backward_and_attention(heads, channels):
+    torch.manual_seed(0)
+    graph = _graph()
+    n_dst, n_src = graph.indices.shape[0], 80
+    x_src = torch.randn(n_src, 11, requires_grad=True)
+    x_dst = torch.randn(n_dst, 9, requires_grad=True)
+    conv = GATConv((11, 9), channels, heads=heads, add_self_loops=False, edge_dim=1)
+    with torch.no_grad():  # non-zero bias and edge weights, so both are checked
+        conv.bias.normal_()
+        conv.att_edge.normal_()
+    edge_index, weight = graph.to_edge_index()
+    ref, (_, ref_alpha) = conv(
+        (x_src, x_dst),
+        edge_index,
+        edge_attr=weight.unsqueeze(1),
+        return_attention_weights=True,
+    )
+    adjacency = FixedDegreeAdjacency(graph, n_src)
+    out, alpha = fixed_degree_gat(conv, (x_src, x_dst), adjacency, True)
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(alpha[graph.mask], ref_alpha, atol=1e-6, rtol=1e-5)
+    assert torch.all(alpha[~graph.mask] == 0)
+    torch.testing.assert_close(out[7], conv.bias.expand(heads * channels))
+
+    upstream = torch.randn_like(ref)
+    inputs = [x_src, x_dst, *conv.parameters()]
+    expected = torch.autograd.grad((ref * upstream).sum(), inputs)
+    got = torch.autograd.grad((out * upstream).sum(), inputs)
+    for g_got, g_ref in zip(got, expected, strict=True):
+        torch.testing.assert_close(g_got, g_ref, atol=1e-5, rtol=1e-4)
+
+
+def test_aggregate_gradcheck_in_float64():
+    graph = _graph(n_dst=12, n_src=15, k=4)
+    adjacency = FixedDegreeAdjacency(graph, 15)
+    from autoglm_graph.fused import _AttentionAggregate
+
+    heads = 2
+    alpha = torch.rand(heads, 12, 4, dtype=torch.float64, requires_grad=True)
+    x = torch.randn(heads * 15, 3, dtype=torch.float64, requires_grad=True)
+
+    def aggregate(a, states):
+        # The kernel computes in float32 by design; gradcheck its float64 maths
+        # through a float32 round trip with a tolerance to match.
+        return _AttentionAggregate.apply(a, states, adjacency, heads)
+
+    out = aggregate(alpha.float(), x.float())
+    dense = torch.zeros(heads * 12, heads * 15, dtype=torch.float64)
+    rows = torch.arange(heads * 12).repeat_interleave(4)
+    cols = graph.indices.unsqueeze(0) + torch.arange(heads).view(-1, 1, 1) * 15
+    dense[rows, cols.reshape(-1)] = alpha.detach().reshape(-1)
+    torch.testing.assert_close(out.double(), dense @ x.detach(), atol=1e-5, rtol=1e-5)
+    assert torch.autograd.gradcheck(
+        lambda a, s: aggregate(a.float(), s.float()).double(),
+        (alpha, x),
+        eps=1e-3,
+        atol=1e-2,
+    )
+
+
+def _net_pair(conv: str = "gat"):
+    kwargs = dict(hidden_channels=16, heads=4, num_layers=2, target_channels=2)
+    fused = GraphGLMNet(6, 7, message_passing="auto", conv=conv, **kwargs)
+    reference = GraphGLMNet(6, 7, message_passing="pyg", conv=conv, **kwargs)
+    with torch.no_grad():
+        for p in fused.parameters():
+            p.normal_(0, 0.3)  # the zero head would hide differences
+    reference.load_state_dict(fused.state_dict())
+    return fused.eval(), reference.eval()
+
+
+def test_network_fast_path_equals_pyg_path():
+    torch.manual_seed(1)
+    fused, reference = _net_pair()
+    assert fused.fused and not reference.fused
+    context, targets = torch.randn(50, 6), torch.randn(50, 2)
+    graph = cosine_topk(context, n_neighbors=5)
+    out_f, states_f = fused(context, targets, fused.adjacency(graph, 50))
+    out_r, states_r = reference(context, targets, reference.adjacency(graph, 50))
+    torch.testing.assert_close(out_f, out_r, atol=1e-5, rtol=1e-5)
+
+    queries = torch.randn(9, 6)
+    q_graph = cosine_topk(queries, context, n_neighbors=5)
+    q_f, (edges_f, att_f) = fused.forward_query(
+        queries, states_f, fused.adjacency(q_graph, 50), return_attention=True
+    )
+    q_r, (edges_r, att_r) = reference.forward_query(
+        queries, states_r, reference.adjacency(q_graph, 50), return_attention=True
+    )
+    torch.testing.assert_close(q_f, q_r, atol=1e-5, rtol=1e-5)
+    assert torch.equal(edges_f, edges_r)
+    torch.testing.assert_close(att_f, att_r, atol=1e-6, rtol=1e-5)
+
+
+def test_gatv2_has_no_fast_path():
+    net = GraphGLMNet(4, 5, hidden_channels=8, heads=2, conv="gatv2")
+    assert not net.fused
+    with pytest.raises(ValueError, match="conv='gat' only"):
+        GraphGLMNet(
+            4, 5, hidden_channels=8, heads=2, conv="gatv2", message_passing="fused"
+        )
+    with pytest.raises(ValueError, match="message_passing"):
+        GraphGLMRegressor(conv="gatv2", message_passing="fused").fit(
+            np.ones((20, 2)), np.ones(20)
+        )
+
+
+def test_khop_subgraph_keeps_only_inner_neighbours():
+    graph = cosine_topk(torch.randn(40, 3), n_neighbors=4)
+    batch = torch.tensor([0, 5])
+    nodes, sub, position = khop_subgraph(graph, batch, num_layers=1)
+    assert torch.equal(nodes[position], batch)
+    # Batch rows keep all their neighbours, relabelled into ``nodes``.
+    for row, pos in zip(batch.tolist(), position.tolist(), strict=True):
+        assert torch.equal(nodes[sub.indices[pos]], graph.indices[row])
+        assert sub.mask[pos].all()
+    assert torch.all(sub.indices[sub.mask] < nodes.numel())
+
+
+@pytest.fixture(scope="module")
+def poisson_data():
+    X, y, _ = make_varying_coefficients(
+        900, 4, n_groups=3, family="poisson", random_state=0
+    )
+    return X[:700], y[:700], X[700:], y[700:]
+
+
+def _fit(data, **params):
+    X, y, _, _ = data
+    base = dict(family="poisson", hidden_channels=16, max_epochs=25, random_state=0)
+    return GraphGLMRegressor(**{**base, **params}).fit(X, y)
+
+
+def test_estimator_paths_agree(poisson_data):
+    fused = _fit(poisson_data, message_passing="fused", dropout=0.0)
+    reference = _fit(poisson_data, message_passing="pyg", dropout=0.0)
+    X_test = poisson_data[2]
+    assert not fused.is_global_only_
+    np.testing.assert_allclose(
+        fused.predict(X_test), reference.predict(X_test), rtol=2e-3
+    )
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_reduced_precision_on_cpu_is_finite_and_close(poisson_data, precision):
+    full = _fit(poisson_data, precision="fp32")
+    reduced = _fit(poisson_data, precision=precision)
+    _, _, X_test, y_test = poisson_data
+    pred = reduced.predict(X_test)
+    assert np.all(np.isfinite(pred))
+    assert reduced._trainer.precision in {precision, "fp32"}
+    assert reduced.score(X_test, y_test) == pytest.approx(
+        full.score(X_test, y_test), abs=0.03
+    )
+
+
+def test_non_finite_bf16_loss_falls_back_to_fp32(poisson_data):
+    model = _fit(poisson_data, precision="bf16", max_epochs=2)
+    trainer = model._trainer
+    trainer.precision = "bf16"
+    trainer._scaler = torch.amp.GradScaler("cpu", enabled=False)
+    optimizer = torch.optim.SGD(trainer.net.parameters(), lr=0.1)
+    before = [p.detach().clone() for p in trainer.net.parameters()]
+    with pytest.warns(RuntimeWarning, match="fp32"):
+        stepped = trainer._backward_step(optimizer, torch.tensor(float("nan")))
+    assert not stepped and trainer.precision == "fp32"
+    for p, q in zip(trainer.net.parameters(), before, strict=True):
+        assert torch.equal(p, q)
+
+
+def test_bad_precision_raises():
+    with pytest.raises(ValueError, match="precision"):
+        GraphGLMRegressor(precision="fp8").fit(np.ones((20, 2)), np.ones(20))
