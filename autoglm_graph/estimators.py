@@ -530,8 +530,21 @@ class _BaseGraphGLM(BaseEstimator):
     ) -> pd.DataFrame:
         """The global GLM's coefficients with standard errors, z, p and CIs.
 
-        A thin wrapper of :func:`autoglm_graph.explain.coef_table`; pass the
-        training data. ``alpha`` is the level of the confidence intervals.
+        See :func:`autoglm_graph.explain.coef_table`.
+
+        Parameters
+        ----------
+        X, y, sample_weight, offset
+            The data of the fit (the estimator does not keep its design).
+        cov_type : {"fisher", "sandwich"}, default="fisher"
+        alpha : float, default=0.05
+            Level of the confidence intervals (not the L2 penalty).
+
+        Returns
+        -------
+        DataFrame
+            ``coef``, ``std_err``, ``z``, ``p_value``, ``ci_lower``,
+            ``ci_upper`` per term.
         """
         from .explain import coef_table
 
@@ -542,7 +555,18 @@ class _BaseGraphGLM(BaseEstimator):
     def local_coef_summary(self, X, offset=None) -> pd.DataFrame:
         """How the per-row coefficients vary over the rows of X, per term.
 
-        A thin wrapper of :func:`autoglm_graph.explain.local_coef_summary`.
+        See :func:`autoglm_graph.explain.local_coef_summary`.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        offset : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        DataFrame
+            ``global``, ``mean``, ``sd``, quantiles and
+            ``opposite_sign_share`` per term.
         """
         from .explain import local_coef_summary
 
@@ -552,9 +576,18 @@ class _BaseGraphGLM(BaseEstimator):
     def save(self, path):
         """Save the fitted model without pickle; read it with ``autoglm_graph.load``.
 
-        A thin wrapper of :func:`autoglm_graph.io.save_model`: safetensors and
-        JSON (and skops for the preprocessing), in a directory or a ``.zip``.
-        Returns the path written.
+        See :func:`autoglm_graph.io.save_model`: safetensors and JSON (and
+        skops for the preprocessing), in a directory or a ``.zip`` file.
+
+        Parameters
+        ----------
+        path : str or path-like
+            A directory, or a file whose name ends in ``.zip``.
+
+        Returns
+        -------
+        pathlib.Path
+            The path written.
         """
         from .io import save_model
 
