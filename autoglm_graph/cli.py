@@ -1,0 +1,447 @@
+"""The ``autoglm-graph`` command line: fit, predict, search, list datasets.
+
+Examples
+--------
+.. code-block:: bash
+
+    autoglm-graph fit claims.csv --target n_claims --family poisson \\
+        --offset log_exposure --out model/
+    autoglm-graph predict model/ new_claims.parquet --out predictions.csv \\
+        --offset log_exposure
+    autoglm-graph search claims.csv --target n_claims --family poisson \\
+        --trials 20 --storage sqlite:///search.db --out best/
+    autoglm-graph datasets
+
+Also runnable as ``python -m autoglm_graph``. User errors (a missing file, an
+unknown column, a bad family or target) print one line
+``autoglm-graph: error: ...`` and exit with status 1; ``--debug`` shows the
+traceback instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+PROG = "autoglm-graph"
+CLASSIFICATION = ("binomial", "multinomial")
+# Errors a user can fix: reported in one line, without a traceback.
+USER_ERRORS = (ValueError, FileNotFoundError, KeyError, ImportError, TypeError)
+_READERS = {".csv": "csv", ".tsv": "tsv", ".parquet": "parquet", ".pq": "parquet"}
+
+EPILOG = """examples:
+  autoglm-graph fit claims.csv --target n_claims --family poisson \\
+      --offset log_exposure --out model/
+  autoglm-graph predict model/ new.parquet --offset log_exposure --out pred.csv
+  autoglm-graph search claims.csv --target n_claims --family poisson \\
+      --trials 20 --storage sqlite:///search.db --out best/
+  autoglm-graph datasets
+
+'autoglm-graph COMMAND --help' describes each command."""
+
+__all__ = ["build_parser", "main", "read_table", "write_table"]
+
+
+# ------------------------------------------------------------------ tables
+def _format(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix not in _READERS:
+        raise ValueError(
+            f"Cannot tell the format of {str(path)!r} from its extension "
+            f"{suffix!r}; expected one of {', '.join(_READERS)}."
+        )
+    return _READERS[suffix]
+
+
+def read_table(path: str | Path) -> pd.DataFrame:
+    """Read a CSV, TSV or Parquet file, chosen by its extension.
+
+    Parameters
+    ----------
+    path : str or Path
+        ``.csv``, ``.tsv``, ``.parquet`` or ``.pq``.
+
+    Returns
+    -------
+    DataFrame
+
+    Raises
+    ------
+    FileNotFoundError
+        If there is no such file.
+    ValueError
+        If the extension is unknown or the file cannot be parsed.
+    """
+    path = Path(path)
+    kind = _format(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"No such file: {str(path)!r}.")
+    try:
+        if kind == "parquet":
+            return pd.read_parquet(path)
+        return pd.read_csv(path, sep="\t" if kind == "tsv" else ",")
+    except ImportError:
+        raise
+    except Exception as error:  # the readers raise many types for a bad file
+        raise ValueError(
+            f"Cannot read {str(path)!r} as {kind}: {type(error).__name__}: {error}"
+        ) from error
+
+
+def write_table(frame: pd.DataFrame, path: str | Path) -> None:
+    """Write ``frame`` as CSV, TSV or Parquet, chosen by the extension of ``path``.
+
+    Parameters
+    ----------
+    frame : DataFrame
+    path : str or Path
+        ``.csv``, ``.tsv``, ``.parquet`` or ``.pq``; missing parent folders are
+        created.
+    """
+    path = Path(path)
+    kind = _format(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "parquet":
+        frame.to_parquet(path, index=False)
+    else:
+        frame.to_csv(path, sep="\t" if kind == "tsv" else ",", index=False)
+
+
+def _column(data: pd.DataFrame, name: str, option: str, path: str) -> pd.Series:
+    if name not in data.columns:
+        shown = ", ".join(map(str, data.columns[:20]))
+        more = ", ..." if len(data.columns) > 20 else ""
+        raise ValueError(
+            f"{option} column {name!r} is not in {path}; its columns are: "
+            f"{shown}{more}."
+        )
+    return data[name]
+
+
+def _split_columns(data: pd.DataFrame, args: argparse.Namespace):
+    """X and the fit arguments (y, sample_weight, offset, groups) from ``data``."""
+    roles = {
+        "--target": args.target,
+        "--weight": args.weight,
+        "--offset": args.offset,
+        "--groups": args.groups,
+    }
+    used = [name for name in roles.values() if name is not None]
+    if len(set(used)) != len(used):
+        raise ValueError(f"One column has two roles: {roles}.")
+    columns = {
+        option: _column(data, name, option, args.data)
+        for option, name in roles.items()
+        if name is not None
+    }
+    X = data.drop(columns=used)
+    if X.shape[1] == 0:
+        raise ValueError(f"{args.data} has no feature columns besides {used}.")
+    fit_kwargs = {}
+    if "--weight" in columns:
+        fit_kwargs["sample_weight"] = _numeric(columns["--weight"], "--weight")
+    if "--offset" in columns:
+        fit_kwargs["offset"] = _numeric(columns["--offset"], "--offset")
+    if "--groups" in columns:
+        fit_kwargs["groups"] = np.array(columns["--groups"])
+    return X, columns["--target"], fit_kwargs
+
+
+def _numeric(column: pd.Series, option: str) -> np.ndarray:
+    # A writable copy: pandas may hand out read-only views, which torch warns about.
+    values = np.array(pd.to_numeric(column, errors="coerce"), dtype=np.float64)
+    if not np.isfinite(values).all():
+        raise ValueError(
+            f"{option} column {column.name!r} must be finite numbers; "
+            f"{int((~np.isfinite(values)).sum())} values are missing or not numeric."
+        )
+    return values
+
+
+# --------------------------------------------------------------- estimators
+def _family(name: str) -> str:
+    from .families import get_family
+
+    return get_family(name).name  # ValueError listing the families if unknown
+
+
+def _parse_params(items: Sequence[str]) -> dict:
+    params = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"--set expects NAME=VALUE; got {item!r}.")
+        words = {"true": True, "false": False, "none": None}
+        if text.strip().lower() in words:
+            value = words[text.strip().lower()]
+        elif text.strip().lower().lstrip("+-") in ("inf", "nan"):
+            value = float(text)  # e.g. local_penalty=inf: the global GLM
+        else:
+            try:
+                value = ast.literal_eval(text)
+            except (ValueError, SyntaxError):
+                value = text  # a bare string, e.g. conv=gatv2
+        params[name.strip()] = value
+    return params
+
+
+def _make_estimator(args: argparse.Namespace, y: pd.Series):
+    from .estimators import GraphGLMClassifier, GraphGLMRegressor
+
+    family = _family(args.family)
+    common = {"random_state": args.random_state, "verbose": args.verbose}
+    if args.max_epochs is not None:
+        common["max_epochs"] = args.max_epochs
+    if family in CLASSIFICATION:
+        from sklearn.utils.multiclass import type_of_target
+
+        if type_of_target(y.dropna()) == "continuous":
+            raise ValueError(
+                f"The --family {family} needs class labels; the target column "
+                f"{args.target!r} holds continuous numbers."
+            )
+        n_classes = y.nunique(dropna=True)
+        if family == "binomial" and n_classes > 2:
+            raise ValueError(
+                f"--family binomial needs a target with 2 classes; {args.target!r} "
+                f"has {n_classes}. Use --family multinomial."
+            )
+        estimator = GraphGLMClassifier(**common)
+    else:
+        estimator = GraphGLMRegressor(family=family, **common)
+    return estimator.set_params(**_parse_params(args.set))
+
+
+def _target(y: pd.Series, family: str) -> np.ndarray:
+    if family in CLASSIFICATION:
+        if y.isna().any():
+            raise ValueError(f"The target column {y.name!r} has missing values.")
+        return np.array(y)
+    return _numeric(y, "--target")
+
+
+def _load_fit_data(args: argparse.Namespace):
+    data = read_table(args.data)
+    X, y, fit_kwargs = _split_columns(data, args)
+    estimator = _make_estimator(args, y)
+    return X, _target(y, _family(args.family)), fit_kwargs, estimator
+
+
+def _summary(model, X: pd.DataFrame, seconds: float) -> str:
+    kind = "global GLM only" if model.is_global_only_ else "graph GLM"
+    lines = [
+        f"rows: {X.shape[0]}, features: {X.shape[1]} "
+        f"({len(model.feature_names_out_)} after preprocessing), "
+        f"family: {model.family_.name}",
+        f"model: {kind}"
+        + (f" ({model.global_only_reason_})" if model.is_global_only_ else ""),
+    ]
+    if hasattr(model, "validation_gain_"):
+        lines.append(
+            f"validation gain over the global GLM: {model.validation_gain_:.4g} "
+            f"(standard error {model.validation_gain_se_:.2g})"
+        )
+    lines.append(f"time: {seconds:.1f} s")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------- commands
+def _cmd_fit(args: argparse.Namespace) -> int:
+    X, y, fit_kwargs, estimator = _load_fit_data(args)
+    start = time.perf_counter()
+    model = estimator.fit(X, y, **fit_kwargs)
+    seconds = time.perf_counter() - start
+    model.save(args.out)
+    print(_summary(model, X, seconds))
+    print(f"saved to {args.out}")
+    return 0
+
+
+def _feature_frame(model, data: pd.DataFrame, path: str) -> pd.DataFrame:
+    names = getattr(model, "feature_names_in_", None)
+    if names is None:  # fitted on an array: take the columns in order
+        if data.shape[1] != model.n_features_in_:
+            raise ValueError(
+                f"The model expects {model.n_features_in_} columns; {path} has "
+                f"{data.shape[1]}."
+            )
+        return data
+    missing = [name for name in names if name not in data.columns]
+    if missing:
+        raise ValueError(f"{path} lacks the model's feature columns {missing}.")
+    return data[list(names)]
+
+
+def _cmd_predict(args: argparse.Namespace) -> int:
+    from . import load
+
+    _format(Path(args.out))  # fail before the work on a bad output name
+    model = load(args.model)
+    data = read_table(args.data)
+    offset = None
+    if args.offset is not None:
+        offset = _numeric(_column(data, args.offset, "--offset", args.data), "--offset")
+    X = _feature_frame(model, data, args.data)
+    output = pd.DataFrame({"prediction": model.predict(X, offset=offset)})
+    if hasattr(model, "predict_proba"):
+        proba = model.predict_proba(X, offset=offset)
+        for k, label in enumerate(model.classes_):
+            output[f"proba_{label}"] = proba[:, k]
+    write_table(output, args.out)
+    print(f"wrote {len(output)} predictions to {args.out}")
+    return 0
+
+
+def _cmd_search(args: argparse.Namespace) -> int:
+    from .search import GraphGLMSearchCV
+
+    X, y, fit_kwargs, estimator = _load_fit_data(args)
+    estimator.set_params(verbose=0)  # the search's own bar is over trials
+    search = GraphGLMSearchCV(
+        estimator,
+        n_trials=args.trials,
+        storage=args.storage,
+        study_name=args.study_name,
+        random_state=args.random_state,
+        verbose=min(args.verbose, 2),
+    )
+    start = time.perf_counter()
+    search.fit(X, y, **fit_kwargs)
+    seconds = time.perf_counter() - start
+    search.best_estimator_.save(args.out)
+    print(search.summary())
+    print(_summary(search.best_estimator_, X, seconds))
+    print(f"saved the best estimator to {args.out}")
+    return 0
+
+
+def _cmd_datasets(args: argparse.Namespace) -> int:
+    from .datasets import list_datasets
+
+    table = list_datasets(args.suite)
+    columns = ["name", "suite", "family", "n_rows", "n_features", "available"]
+    print(table[columns].to_string(index=False))
+    return 0
+
+
+# ------------------------------------------------------------------- parser
+def _add_fit_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("data", help="training data: .csv, .tsv or .parquet")
+    parser.add_argument("--target", required=True, help="column to predict")
+    parser.add_argument(
+        "--family",
+        required=True,
+        help="gaussian, poisson, gamma, tweedie, negative_binomial, binomial or "
+        "multinomial",
+    )
+    parser.add_argument("--offset", help="column added to the linear predictor")
+    parser.add_argument("--weight", help="column of sample weights")
+    parser.add_argument(
+        "--groups", help="column of unit ids (kept on one side of validation)"
+    )
+    parser.add_argument("--max-epochs", type=int, help="upper bound on epochs")
+    parser.add_argument("--random-state", type=int, default=0, help="seed (0)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="any estimator parameter, e.g. --set hidden_channels=32 (repeatable)",
+    )
+    parser.add_argument(
+        "--out", required=True, help="where to save the model: a directory or .zip"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``autoglm-graph``."""
+    from . import __version__
+
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Fit and apply graph-contextualized GLMs on tabular files.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "-v", "--verbose", action="count", default=0, help="progress bars"
+    )
+    common.add_argument(
+        "--debug", action="store_true", help="show tracebacks of errors"
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.required = True
+
+    fit = commands.add_parser("fit", parents=[common], help="fit and save a model")
+    _add_fit_arguments(fit)
+    fit.set_defaults(run=_cmd_fit)
+
+    predict = commands.add_parser(
+        "predict", parents=[common], help="predict with a saved model"
+    )
+    predict.add_argument("model", help="model saved by `fit` or `search`")
+    predict.add_argument("data", help="rows to predict: .csv, .tsv or .parquet")
+    predict.add_argument("--out", required=True, help="output .csv or .parquet")
+    predict.add_argument(
+        "--offset", help="offset column (needed if the model was fit with one)"
+    )
+    predict.set_defaults(run=_cmd_predict)
+
+    search = commands.add_parser(
+        "search", parents=[common], help="tune hyperparameters with Optuna"
+    )
+    _add_fit_arguments(search)
+    search.add_argument("--trials", type=int, required=True, help="Optuna trials")
+    search.add_argument(
+        "--storage", help="Optuna storage URL, e.g. sqlite:///search.db (resumable)"
+    )
+    search.add_argument("--study-name", help="Optuna study name")
+    search.set_defaults(run=_cmd_search)
+
+    datasets = commands.add_parser(
+        "datasets", parents=[common], help="list the bundled benchmark datasets"
+    )
+    datasets.add_argument(
+        "--suite", choices=["quickstart", "core", "scale", "synthetic"]
+    )
+    datasets.set_defaults(run=_cmd_datasets)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status.
+
+    Parameters
+    ----------
+    argv : sequence of str or None, default=None
+        Arguments without the program name; ``sys.argv[1:]`` when None.
+
+    Returns
+    -------
+    int
+        0 on success, 1 on an error (reported in one line on stderr). Usage
+        errors exit through argparse with status 2.
+    """
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except Exception as error:
+        if args.debug:
+            raise
+        message = str(error).strip().splitlines()
+        text = message[0] if message else type(error).__name__
+        if isinstance(error, KeyError):
+            text = f"missing key {text}"
+        if not isinstance(error, USER_ERRORS):
+            text = f"{type(error).__name__}: {text} (rerun with --debug for details)"
+        print(f"{PROG}: error: {text}", file=sys.stderr)
+        return 1

@@ -1,0 +1,396 @@
+"""Plots of fitted graph GLMs and of hyperparameter searches (needs matplotlib).
+
+matplotlib is an optional dependency (``pip install matplotlib``, or the
+``plot`` extra: ``pip install "autoglm-graph[plot]"``); it is imported when a
+function is called, not when this module is.
+
+Every function takes ``ax=None`` and returns the Axes it drew on (a new figure
+is created when ``ax`` is None):
+
+- :func:`plot_local_coef`: the spread of the per-row coefficients of each
+  feature, against the global GLM's coefficient.
+- :func:`plot_neighborhood`: the training rows one row attended to, with their
+  attention weights and similarities.
+- :func:`plot_history`: train and validation deviance per epoch, the kept epoch
+  and the global GLM's validation deviance.
+- :func:`plot_search_history`, :func:`plot_param_importances`: an Optuna study
+  (or a search estimator with a ``study_`` attribute).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+from sklearn.utils.validation import check_is_fitted
+
+if TYPE_CHECKING:  # pragma: no cover
+    import optuna
+    from matplotlib.axes import Axes
+
+__all__ = [
+    "plot_history",
+    "plot_local_coef",
+    "plot_neighborhood",
+    "plot_param_importances",
+    "plot_search_history",
+]
+
+# Default number of features shown by plot_local_coef (largest spread first).
+MAX_DEFAULT_FEATURES = 15
+
+
+def _pyplot():
+    """Import matplotlib.pyplot, or say how to install it."""
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError as error:
+        raise ImportError(
+            "autoglm_graph.plotting needs matplotlib; install it with "
+            '`pip install matplotlib` (or `pip install "autoglm-graph[plot]"`).'
+        ) from error
+    return plt
+
+
+def _axes(ax: Axes | None, figsize: tuple[float, float]) -> Axes:
+    if ax is not None:
+        return ax
+    _, ax = _pyplot().subplots(figsize=figsize, layout="constrained")
+    return ax
+
+
+# --------------------------------------------------------- local coefficients
+def _global_terms(model, terms: pd.Index, class_label) -> pd.Series:
+    """The global GLM's intercept and slopes (of one class), named by ``terms``."""
+    coef = np.atleast_2d(model.coef_)
+    intercept = np.atleast_1d(model.intercept_)
+    row = 0 if class_label is None else list(model.classes_).index(class_label)
+    return pd.Series(np.concatenate([[intercept[row]], coef[row]]), index=terms)
+
+
+def _select_class(model, local: pd.DataFrame, class_label):
+    """Reduce a multinomial (class, term) frame to one class's terms."""
+    if not isinstance(local.columns, pd.MultiIndex):
+        return local, None
+    classes = list(model.classes_)
+    if class_label is None:
+        class_label = classes[0]
+    if class_label not in classes:
+        raise ValueError(
+            f"The 'class_label' parameter must be one of {classes}; "
+            f"got {class_label!r}."
+        )
+    return local[class_label], class_label
+
+
+def _choose_features(local: pd.DataFrame, features) -> list[str]:
+    if features is None:
+        spread = local.drop(columns="intercept").std(axis=0)
+        order = spread.sort_values(ascending=False, kind="stable").index
+        return list(order[:MAX_DEFAULT_FEATURES])
+    features = [features] if isinstance(features, str) else list(features)
+    unknown = [f for f in features if f not in local.columns]
+    if unknown:
+        raise ValueError(
+            f"Unknown features {unknown}; expected names from "
+            f"'intercept' and feature_names_out_: {list(local.columns[1:])}."
+        )
+    return features
+
+
+def _horizontal_boxplot(ax: Axes, data: list[np.ndarray]) -> None:
+    import matplotlib
+
+    major, minor = (int(p) for p in matplotlib.__version__.split(".")[:2])
+    kwargs = (
+        {"orientation": "horizontal"} if (major, minor) >= (3, 10) else {"vert": False}
+    )
+    ax.boxplot(data, widths=0.6, showfliers=True, **kwargs)
+
+
+def plot_local_coef(
+    model,
+    X,
+    features: str | list[str] | None = None,
+    ax: Axes | None = None,
+    *,
+    class_label=None,
+) -> Axes:
+    """Distribution of the per-row coefficients of each feature (box plots).
+
+    Each box summarises ``model.local_coef(X)`` for one term; a red diamond
+    marks the global GLM's coefficient of the same term. With a global-only
+    model the boxes collapse onto the diamonds.
+
+    Parameters
+    ----------
+    model : GraphGLMRegressor or GraphGLMClassifier
+        A fitted model.
+    X : array-like or DataFrame of shape (n_samples, n_features)
+        Rows whose local coefficients are summarised.
+    features : str, list of str or None, default=None
+        Terms to show (names from ``"intercept"`` and
+        ``model.feature_names_out_``). None shows the slopes with the largest
+        spread across rows, at most 15.
+    ax : matplotlib Axes or None, default=None
+        Where to draw; a new figure when None.
+    class_label : label or None, default=None
+        For a multinomial model, the class whose coefficients are shown (the
+        first class when None).
+
+    Returns
+    -------
+    matplotlib Axes
+    """
+    local = model.local_coef(X)
+    local, class_label = _select_class(model, local, class_label)
+    global_terms = _global_terms(model, local.columns, class_label)
+    features = _choose_features(local, features)
+    ax = _axes(ax, (7.0, 1.0 + 0.45 * len(features)))
+    positions = np.arange(1, len(features) + 1)
+    _horizontal_boxplot(ax, [local[f].to_numpy() for f in features])
+    ax.scatter(
+        global_terms[features].to_numpy(),
+        positions,
+        marker="D",
+        color="tab:red",
+        zorder=3,
+        label="global GLM",
+    )
+    ax.set_yticks(positions)
+    ax.set_yticklabels(features)
+    ax.invert_yaxis()  # the first feature on top
+    ax.axvline(0.0, color="0.7", linewidth=0.8, zorder=0)
+    ax.set_xlabel("coefficient (standardised design)")
+    title = f"per-row coefficients of {len(local)} rows"
+    if class_label is not None:
+        title += f", class {class_label!r}"
+    ax.set_title(title)
+    ax.legend(loc="best")
+    return ax
+
+
+# ---------------------------------------------------------------- neighbours
+def plot_neighborhood(model, X_row, ax: Axes | None = None) -> Axes:
+    """The training rows one row attended to, by attention weight.
+
+    One bar per neighbour (in order of similarity rank), its height the
+    last layer's attention weight (mean over heads) and its colour the cosine
+    similarity of the two rows, from ``model.explain(X_row)``.
+
+    Parameters
+    ----------
+    model : GraphGLMRegressor or GraphGLMClassifier
+        A fitted model with a network (not global-only).
+    X_row : DataFrame with one row, Series or 1-d array
+        The row (``X.iloc[[i]]``, ``X.iloc[i]`` or ``X[i]``).
+    ax : matplotlib Axes or None, default=None
+
+    Returns
+    -------
+    matplotlib Axes
+
+    Raises
+    ------
+    ValueError
+        If ``X_row`` has more than one row, or the fitted model is its global
+        GLM (no network, so no neighbourhood).
+    """
+    check_is_fitted(model, "global_glm_")
+    if getattr(model, "network_", None) is None:
+        reason = getattr(model, "global_only_reason_", None)
+        raise ValueError(
+            "plot_neighborhood needs a model with a network; the fitted model is "
+            f"its global GLM ({reason}), which uses no neighbours."
+        )
+    n_rows = X_row.shape[0] if hasattr(X_row, "shape") and np.ndim(X_row) == 2 else 1
+    if n_rows != 1:
+        raise ValueError(
+            f"plot_neighborhood shows one row; got X_row with {n_rows} rows."
+        )
+    if isinstance(X_row, pd.Series):  # a row taken with df.iloc[i]
+        X_row = X_row.to_frame().T.infer_objects()
+    elif not hasattr(X_row, "iloc") and np.ndim(X_row) == 1:
+        X_row = np.asarray(X_row)[None, :]
+    table = model.explain(X_row).sort_values("rank")
+    plt = _pyplot()
+    ax = _axes(ax, (max(5.0, 0.35 * len(table) + 2.0), 4.0))
+    cmap = plt.get_cmap("viridis")
+    low, high = table["similarity"].min(), table["similarity"].max()
+    if not high - low > 1e-6:  # one colour for equal similarities
+        low, high = low - 0.01, high + 0.01
+    norm = plt.Normalize(vmin=low, vmax=high)
+    positions = np.arange(len(table))
+    ax.bar(positions, table["attention"], color=cmap(norm(table["similarity"])))
+    ax.set_xticks(positions)
+    ax.set_xticklabels([str(n) for n in table["neighbor"]], rotation=90)
+    ax.set_xlabel("training row (by similarity rank)")
+    ax.set_ylabel("attention weight")
+    row = table["row"].iloc[0] if len(table) else "?"
+    ax.set_title(f"row {row}: {len(table)} neighbours")
+    colorbar = ax.figure.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax)
+    colorbar.set_label("cosine similarity")
+    return ax
+
+
+# ------------------------------------------------------------------ training
+def plot_history(model, ax: Axes | None = None) -> Axes:
+    """Train and validation deviance per epoch.
+
+    The kept epoch (``best_epoch_``) is marked with a dotted vertical line and
+    the global GLM's validation deviance (epoch 0 of ``history_``) with a
+    dashed horizontal line: the network is kept only when it ends up below it
+    (by one standard error).
+
+    Parameters
+    ----------
+    model : GraphGLMRegressor or GraphGLMClassifier
+        A fitted model whose network was trained (``history_`` not empty).
+    ax : matplotlib Axes or None, default=None
+
+    Returns
+    -------
+    matplotlib Axes
+
+    Raises
+    ------
+    ValueError
+        If no network was trained (e.g. ``local_penalty=inf``).
+    """
+    check_is_fitted(model, "global_glm_")
+    history = pd.DataFrame(model.history_)
+    epochs = history[history["epoch"] > 0] if len(history) else history
+    if len(epochs) == 0:
+        raise ValueError(
+            "plot_history needs a trained network; this model trained none "
+            f"({getattr(model, 'global_only_reason_', None)})."
+        )
+    ax = _axes(ax, (7.0, 4.0))
+    ax.plot(epochs["epoch"], epochs["train_deviance"], label="train deviance")
+    if "val_deviance" in epochs:
+        ax.plot(epochs["epoch"], epochs["val_deviance"], label="validation deviance")
+    baseline = history.loc[history["epoch"] == 0].get("val_deviance", [])
+    if len(baseline):
+        ax.axhline(
+            baseline.iloc[0],
+            color="0.3",
+            linestyle="--",
+            label="global GLM (validation)",
+        )
+    best = getattr(model, "best_epoch_", None)
+    if best is not None and not model.is_global_only_:
+        ax.axvline(best, color="tab:red", linestyle=":", label=f"kept epoch {best}")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("mean deviance")
+    title = "training history"
+    if model.is_global_only_:
+        title += " (network not kept: the model is the global GLM)"
+    ax.set_title(title)
+    ax.legend(loc="best")
+    return ax
+
+
+# -------------------------------------------------------------------- search
+def _study(search_or_study: Any) -> optuna.Study:
+    import optuna
+
+    study = getattr(search_or_study, "study_", search_or_study)
+    if not isinstance(study, optuna.Study):
+        raise TypeError(
+            "Expected an optuna Study or a fitted search with a 'study_' "
+            f"attribute; got {type(search_or_study).__name__}."
+        )
+    if len(study.directions) != 1:
+        raise ValueError(
+            f"Expected a single-objective study; got {len(study.directions)} "
+            "objectives."
+        )
+    return study
+
+
+def _complete_trials(study: optuna.Study) -> list:
+    import optuna
+
+    trials = study.get_trials(
+        deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)
+    )
+    if not trials:
+        raise ValueError(f"The study {study.study_name!r} has no completed trials.")
+    return trials
+
+
+def plot_search_history(search_or_study: Any, ax: Axes | None = None) -> Axes:
+    """Objective value of each completed trial and the best value so far.
+
+    Draws the same picture as ``optuna.visualization.matplotlib.
+    plot_optimization_history``, but on ``ax`` (Optuna's function always
+    opens a new figure).
+
+    Parameters
+    ----------
+    search_or_study : optuna.Study or object with a ``study_`` attribute
+        E.g. a fitted ``autoglm_graph.search.GraphGLMSearchCV``.
+    ax : matplotlib Axes or None, default=None
+
+    Returns
+    -------
+    matplotlib Axes
+    """
+    import optuna
+
+    study = _study(search_or_study)
+    trials = _complete_trials(study)
+    numbers = np.array([t.number for t in trials])
+    values = np.array([t.value for t in trials], dtype=float)
+    maximize = study.direction == optuna.study.StudyDirection.MAXIMIZE
+    best = np.maximum.accumulate(values) if maximize else np.minimum.accumulate(values)
+    ax = _axes(ax, (7.0, 4.0))
+    ax.scatter(numbers, values, color="tab:blue", label="objective value")
+    ax.step(numbers, best, where="post", color="tab:red", label="best value")
+    ax.set_xlabel("trial")
+    ax.set_ylabel("objective value")
+    direction = "maximize" if maximize else "minimize"
+    ax.set_title(f"optimization history of {study.study_name!r} ({direction})")
+    ax.legend(loc="best")
+    return ax
+
+
+def plot_param_importances(search_or_study: Any, ax: Axes | None = None) -> Axes:
+    """Hyperparameter importances of a study (horizontal bars).
+
+    The importances are ``optuna.importance.get_param_importances`` (fANOVA by
+    default), as in ``optuna.visualization.matplotlib.plot_param_importances``,
+    drawn on ``ax``.
+
+    Parameters
+    ----------
+    search_or_study : optuna.Study or object with a ``study_`` attribute
+    ax : matplotlib Axes or None, default=None
+
+    Returns
+    -------
+    matplotlib Axes
+
+    Raises
+    ------
+    ValueError
+        If the study has fewer than two completed trials or no parameters.
+    """
+    import optuna
+
+    study = _study(search_or_study)
+    if len(_complete_trials(study)) < 2:
+        raise ValueError(
+            "Parameter importances need at least 2 completed trials; the study "
+            f"{study.study_name!r} has 1."
+        )
+    importances = optuna.importance.get_param_importances(study)
+    if not importances:
+        raise ValueError(f"The study {study.study_name!r} has no parameters.")
+    names = list(importances)[::-1]  # the most important on top
+    ax = _axes(ax, (7.0, 1.0 + 0.4 * len(names)))
+    ax.barh(names, [importances[n] for n in names], color="tab:blue")
+    ax.set_xlabel("importance")
+    ax.set_title(f"hyperparameter importances of {study.study_name!r}")
+    return ax

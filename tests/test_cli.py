@@ -1,0 +1,205 @@
+"""The autoglm-graph command line (autoglm_graph.cli), run in-process via main()."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from autoglm_graph import __version__
+from autoglm_graph.cli import main
+from autoglm_graph.datasets import make_varying_coefficients
+
+FAST = ["--max-epochs", "5", "--set", "hidden_channels=16", "--set", "heads=2"]
+
+
+@pytest.fixture(scope="module")
+def table() -> pd.DataFrame:
+    """Counts with an exposure, a categorical column and a target column."""
+    X, y, _ = make_varying_coefficients(
+        240, 3, family="poisson", random_state=0, return_frame=True
+    )
+    rng = np.random.default_rng(0)
+    exposure = rng.uniform(0.5, 2.0, len(X))
+    data = X.assign(
+        region=np.where(X["x0"] > 0, "north", "south"),
+        log_exposure=np.log(exposure),
+        claims=rng.poisson(exposure * np.maximum(y, 0.1)),
+        label=np.where(y > np.median(y), "high", "low"),
+        person=np.arange(len(X)) % 60,
+        weight=rng.uniform(0.5, 1.5, len(X)),
+    )
+    return data
+
+
+def _error_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("autoglm-graph: error: ")
+    return lines[0]
+
+
+def test_fit_predict_round_trip_csv(table, tmp_path, capsys):
+    data = tmp_path / "claims.csv"
+    table.drop(columns=["label", "person", "weight"]).to_csv(data, index=False)
+    model_dir = tmp_path / "model"
+    args = ["fit", str(data), "--target", "claims", "--family", "poisson"]
+    args += ["--offset", "log_exposure", *FAST, "--out", str(model_dir)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "rows: 240, features: 4" in out
+    assert "family: poisson" in out
+    assert model_dir.is_dir()
+
+    predictions = tmp_path / "pred.csv"
+    args = ["predict", str(model_dir), str(data), "--out", str(predictions)]
+    assert main([*args, "--offset", "log_exposure"]) == 0
+    with_offset = pd.read_csv(predictions)
+    assert list(with_offset.columns) == ["prediction"]
+    assert len(with_offset) == 240
+    assert (with_offset["prediction"] > 0).all()
+    # Without the offset the predictions are rates per unit of exposure.
+    assert main(args) == 0
+    rate = pd.read_csv(predictions)["prediction"].to_numpy()
+    np.testing.assert_allclose(
+        with_offset["prediction"].to_numpy(),
+        rate * np.exp(table["log_exposure"].to_numpy()),
+        rtol=1e-4,
+    )
+
+
+def test_classifier_parquet_with_probabilities(table, tmp_path, capsys):
+    data = tmp_path / "claims.parquet"
+    table.drop(columns=["claims", "log_exposure"]).to_parquet(data)
+    model_dir = tmp_path / "model"
+    args = ["fit", str(data), "--target", "label", "--family", "binomial"]
+    args += ["--groups", "person", "--weight", "weight"]
+    assert main([*args, *FAST, "--out", str(model_dir)]) == 0
+    assert "rows: 240, features: 4" in capsys.readouterr().out
+    predictions = tmp_path / "pred.parquet"
+    assert main(["predict", str(model_dir), str(data), "--out", str(predictions)]) == 0
+    out = pd.read_parquet(predictions)
+    assert list(out.columns) == ["prediction", "proba_high", "proba_low"]
+    assert set(out["prediction"]) <= {"high", "low"}
+    np.testing.assert_allclose(out[["proba_high", "proba_low"]].sum(axis=1), 1.0)
+
+
+def test_search_saves_the_best_estimator(table, tmp_path, capsys):
+    pytest.importorskip("autoglm_graph.search")
+    data = tmp_path / "claims.csv"
+    table.drop(columns=["label", "person", "weight"]).to_csv(data, index=False)
+    args = ["search", str(data), "--target", "claims", "--family", "poisson"]
+    args += ["--offset", "log_exposure", "--trials", "2", *FAST]
+    args += ["--storage", f"sqlite:///{tmp_path / 'study.db'}", "--study-name", "t"]
+    assert main([*args, "--out", str(tmp_path / "best")]) == 0
+    out = capsys.readouterr().out
+    assert "study 't'" in out
+    assert "best parameters" in out
+    predictions = tmp_path / "pred.csv"
+    args = ["predict", str(tmp_path / "best"), str(data), "--out", str(predictions)]
+    assert main([*args, "--offset", "log_exposure"]) == 0
+    assert len(pd.read_csv(predictions)) == len(table)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"--target": "nope"}, "--target column 'nope' is not in"),
+        ({"--family": "poison"}, "Unknown family 'poison'"),
+        ({"--offset": "missing_col"}, "--offset column 'missing_col'"),
+        ({"data": "absent.csv"}, "No such file"),
+        ({"data": "claims.txt"}, "Cannot tell the format"),
+        ({"--target": "region"}, "must be finite numbers"),
+        ({"--target": "x0"}, "The poisson family requires y >= 0"),
+        ({"--family": "binomial", "--target": "x0"}, "holds continuous numbers"),
+        ({"--set": "no_such_param=1"}, "Invalid parameter 'no_such_param'"),
+        ({"--set": "max_epochs"}, "--set expects NAME=VALUE"),
+        ({"--weight": "claims"}, "One column has two roles"),
+    ],
+)
+def test_user_errors_print_one_line(table, tmp_path, capsys, change, message):
+    table.to_csv(tmp_path / "claims.csv", index=False)
+    (tmp_path / "claims.txt").write_text("a,b\n1,2\n")
+    options = {
+        "data": "claims.csv",
+        "--target": "claims",
+        "--family": "poisson",
+        "--set": "max_epochs=2",
+    }
+    options.update(change)
+    args = ["fit", str(tmp_path / options.pop("data"))]
+    for key, value in options.items():
+        args += [key, value]
+    assert main([*args, "--out", str(tmp_path / "model")]) == 1
+    assert message in _error_line(capsys)
+
+
+def test_binomial_with_many_classes_is_a_user_error(tmp_path, capsys):
+    data = tmp_path / "three.csv"
+    pd.DataFrame({"x": np.arange(30.0), "y": np.arange(30) % 3}).to_csv(data)
+    args = ["fit", str(data), "--target", "y", "--family", "binomial"]
+    assert main([*args, "--out", str(tmp_path / "m")]) == 1
+    assert "--family multinomial" in _error_line(capsys)
+
+
+def test_predict_errors(table, tmp_path, capsys):
+    data = tmp_path / "claims.csv"
+    table[["x0", "x1"]].to_csv(data, index=False)
+    assert main(["predict", str(tmp_path / "none"), str(data), "--out", "p.csv"]) == 1
+    assert "No saved model" in _error_line(capsys)
+
+
+def test_debug_shows_the_exception(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        main(["fit", str(tmp_path / "absent.csv"), "--target", "y", "--family",
+              "gaussian", "--out", str(tmp_path / "m"), "--debug"])  # fmt: skip
+
+
+def test_usage_errors_exit_2(capsys):
+    with pytest.raises(SystemExit) as excinfo:
+        main(["fit"])
+    assert excinfo.value.code == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_datasets_lists_names(capsys):
+    assert main(["datasets"]) == 0
+    out = capsys.readouterr().out
+    for name in ("diabetes", "synthetic_poisson", "rwm5yr"):
+        assert name in out
+    assert main(["datasets", "--suite", "synthetic"]) == 0
+    assert "diabetes" not in capsys.readouterr().out
+
+
+def test_python_m_version():
+    result = subprocess.run(
+        [sys.executable, "-m", "autoglm_graph", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"autoglm-graph {__version__}"
+
+
+def test_set_parses_values():
+    from autoglm_graph.cli import _parse_params
+
+    parsed = _parse_params(
+        ["local_penalty=inf", "conv=gatv2", "early_stopping=false", "heads=2",
+         "batch_size=None", "tol=1e-3"]
+    )  # fmt: skip
+    assert parsed == {
+        "local_penalty": np.inf,
+        "conv": "gatv2",
+        "early_stopping": False,
+        "heads": 2,
+        "batch_size": None,
+        "tol": 1e-3,
+    }
