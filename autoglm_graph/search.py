@@ -1,0 +1,711 @@
+"""Optuna hyperparameter search for the graph GLM estimators.
+
+:class:`GraphGLMSearchCV` wraps a :class:`~autoglm_graph.GraphGLMRegressor` or
+:class:`~autoglm_graph.GraphGLMClassifier` in an Optuna study. Without ``cv``
+each trial is one fit scored on the estimator's own validation split (the fast
+path); with ``cv`` a trial is a cross-validation. Bad trials are pruned while
+they train (:class:`OptunaPruningCallback`), trials that differ only in
+``n_neighbors`` or ``threshold`` share one input-space neighbour search (a
+:class:`~autoglm_graph.graph.NeighborCache`), and a storage (a database URL or a
+journal file) makes the sweep resumable and shareable between processes and
+machines. :func:`auto_fit` is the one-call version for notebooks.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import threading
+from numbers import Integral, Real
+
+import numpy as np
+import optuna
+import torch
+from optuna.distributions import BaseDistribution
+from optuna.study import MaxTrialsCallback
+from optuna.trial import TrialState
+from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
+from sklearn.metrics import check_scoring, log_loss
+from sklearn.model_selection import check_cv
+from sklearn.utils import _safe_indexing, check_random_state, get_tags
+from sklearn.utils.validation import check_is_fitted
+from tqdm.auto import tqdm
+
+from ._optuna import (
+    GRACE_PERIOD,
+    HEARTBEAT_INTERVAL,
+    JOURNAL_SUFFIXES,
+    MAX_RETRY,
+    OptunaPruningCallback,
+    _suggest,
+    make_storage,
+    start_point,
+)
+from .estimators import (
+    GraphGLMClassifier,
+    GraphGLMRegressor,
+    _BaseGraphGLM,
+    _group_codes,
+)
+from .families import get_family
+from .graph import NeighborCache
+
+__all__ = [
+    "GRACE_PERIOD",
+    "HEARTBEAT_INTERVAL",
+    "JOURNAL_SUFFIXES",
+    "MAX_RETRY",
+    "GraphGLMSearchCV",
+    "OptunaPruningCallback",
+    "auto_fit",
+    "make_storage",
+]
+
+_FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+_CAUGHT = (ValueError, FloatingPointError)  # a failed trial, not a failed search
+
+
+class _Data:
+    """The arrays of a fit, with row subsetting (X may be a DataFrame)."""
+
+    def __init__(self, X, y, sample_weight, offset, groups) -> None:
+        self.X, self.y = X, np.asarray(y)
+        self.sample_weight = _as_optional(sample_weight)
+        self.offset = _as_optional(offset)
+        self.groups = None if groups is None else np.asarray(groups)
+
+    def take(self, rows) -> _Data:
+        pick = lambda a: None if a is None else a[rows]  # noqa: E731
+        return _Data(
+            _safe_indexing(self.X, rows),
+            self.y[rows],
+            pick(self.sample_weight),
+            pick(self.offset),
+            pick(self.groups),
+        )
+
+    def fit(self, est: _BaseGraphGLM) -> _BaseGraphGLM:
+        return est.fit(
+            self.X,
+            self.y,
+            sample_weight=self.sample_weight,
+            offset=self.offset,
+            groups=self.groups,
+        )
+
+
+def _as_optional(a):
+    return None if a is None else np.asarray(a, dtype=np.float64)
+
+
+class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
+    """Optuna search over the hyperparameters of a graph GLM estimator.
+
+    Parameters
+    ----------
+    estimator : GraphGLMRegressor or GraphGLMClassifier
+        The estimator whose parameters are searched; the others stay as set.
+    param_distributions : dict of str to optuna distribution, default=None
+        ``{"n_neighbors": optuna.distributions.IntDistribution(4, 32), ...}``;
+        None uses ``type(estimator).default_search_space(family)``.
+        The first trial of a new study takes the estimator's own values of
+        the searched parameters (those inside the space).
+    n_trials : int or None, default=20
+        Trials the study should hold in total (complete or pruned), counting
+        trials already in a storage: a resumed sweep runs only the missing
+        ones, and several workers on one study stop together (each may finish
+        the trial it is running, so the total can exceed ``n_trials`` by the
+        number of workers minus one). None: until ``timeout``.
+    timeout : float or None, default=None
+        Seconds after which this process starts no new trial.
+    cv : None, int, or cross-validation splitter, default=None
+        None: each trial is one fit scored on the estimator's validation split
+        (``validation_fraction`` of the rows, the same rows for every trial);
+        the score is the validation deviance of the model the fit kept (the
+        global GLM's when the network was not kept). Otherwise as
+        ``sklearn.model_selection.check_cv``: the score is the mean over folds.
+        When the Tweedie ``power`` is searched, every deviance is computed at
+        the power of ``estimator`` (deviances of different powers do not
+        compare).
+    scoring : None, str or callable, default=None
+        With ``cv`` only. None: mean family deviance on the held-out fold for
+        regressors (under the family of ``estimator``), mean log-loss for
+        classifiers; minimised. A scikit-learn scorer name or callable
+        ``scorer(estimator, X, y)``: maximised.
+    sampler : optuna.samplers.BaseSampler, default=None
+        None: ``TPESampler`` seeded by ``random_state`` (and, with a storage,
+        the process id, so that workers do not propose the same trials).
+    pruner : optuna.pruners.BasePruner, default=None
+        None: ``MedianPruner(n_startup_trials=5, n_warmup_steps=5)`` over
+        epochs. ``optuna.pruners.HyperbandPruner(max_resource=max_epochs)``
+        also fits. Pruning needs ``early_stopping=True``; with ``cv`` only the
+        first fold reports epochs.
+    storage : None, str, path or optuna storage, default=None
+        Where the study lives; see :func:`make_storage`. Processes pointed at
+        one storage and ``study_name`` share the sweep; a stopped sweep resumes.
+        A database URL (``"sqlite:///sweep.db"``) gets heartbeats: the running
+        trial of a killed worker is failed after ``GRACE_PERIOD`` seconds and
+        retried. A journal file (``"journal:sweep.log"``, or a path ending in
+        ``.log``, ``.jsonl`` or ``.journal``) has no heartbeat; such a trial
+        stays RUNNING and does not count towards ``n_trials``.
+    study_name : str or None, default=None
+        Name of the study in the storage (created, or loaded if it exists).
+    n_jobs : int, default=1
+        Threads running trials in this process (``study.optimize(n_jobs=...)``);
+        for processes or machines, start several workers on one storage.
+    refit : bool, default=True
+        Fit ``best_estimator_`` with the best parameters on all rows (with
+        ``cv=None`` the best trial's own fit is reused when it ran here).
+    random_state : int, RandomState instance or None, default=None
+        Seeds the sampler and, when the estimator's ``random_state`` is not an
+        int, the one ``random_state`` every trial's estimator gets (stored in
+        the study so that all workers use the same validation split).
+    verbose : int, default=0
+        0: quiet. 1: a progress bar over trials. 2: also Optuna's log lines.
+
+    Attributes
+    ----------
+    study_ : optuna.Study
+    best_trial_ : optuna.trial.FrozenTrial
+    best_params_ : dict
+        The searched parameters of the best trial.
+    best_score_ : float
+        The best trial's score. With ``scoring=None`` a mean deviance (or
+        log-loss): lower is better, and it is positive. With a scikit-learn
+        scorer: higher is better, as in ``GridSearchCV``. ``direction_`` says
+        which.
+    direction_ : {"minimize", "maximize"}
+    global_score_ : float
+        The same score for the global GLM alone (``local_penalty=inf``) on the
+        same validation rows or folds.
+    best_estimator_ : estimator
+        Refit with ``best_params_`` (when ``refit=True``).
+    trials_dataframe_ : DataFrame
+        ``study_.trials_dataframe()`` at the end of ``fit``.
+    n_trials_ : int
+        Complete or pruned trials in the study.
+    neighbor_cache_ : NeighborCache
+        The input-space neighbour searches shared by this fit's trials.
+    estimator_random_state_ : int
+        The ``random_state`` every trial's estimator had.
+
+    Examples
+    --------
+    >>> from autoglm_graph import GraphGLMRegressor, GraphGLMSearchCV
+    >>> from autoglm_graph.datasets import make_varying_coefficients
+    >>> X, y, _ = make_varying_coefficients(300, 3, family="poisson", random_state=0)
+    >>> est = GraphGLMRegressor(family="poisson", max_epochs=5, hidden_channels=16)
+    >>> search = GraphGLMSearchCV(est, n_trials=2, random_state=0).fit(X, y)
+    >>> sorted(search.best_params_)[:3]
+    ['dropout', 'graph_refresh', 'graph_space']
+    """
+
+    def __init__(
+        self,
+        estimator: _BaseGraphGLM,
+        param_distributions: dict | None = None,
+        *,
+        n_trials: int | None = 20,
+        timeout: float | None = None,
+        cv=None,
+        scoring=None,
+        sampler: optuna.samplers.BaseSampler | None = None,
+        pruner: optuna.pruners.BasePruner | None = None,
+        storage=None,
+        study_name: str | None = None,
+        n_jobs: int = 1,
+        refit: bool = True,
+        random_state=None,
+        verbose: int = 0,
+    ) -> None:
+        self.estimator = estimator
+        self.param_distributions = param_distributions
+        self.n_trials = n_trials
+        self.timeout = timeout
+        self.cv = cv
+        self.scoring = scoring
+        self.sampler = sampler
+        self.pruner = pruner
+        self.storage = storage
+        self.study_name = study_name
+        self.n_jobs = n_jobs
+        self.refit = refit
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        sub = get_tags(self.estimator)
+        tags.estimator_type = sub.estimator_type
+        tags.input_tags = copy.deepcopy(sub.input_tags)
+        tags.target_tags = copy.deepcopy(sub.target_tags)
+        tags.classifier_tags = copy.deepcopy(sub.classifier_tags)
+        tags.regressor_tags = copy.deepcopy(sub.regressor_tags)
+        return tags
+
+    # ------------------------------------------------------------ validation
+    def _search_space(self) -> dict[str, BaseDistribution]:
+        est = self.estimator
+        space = self.param_distributions
+        if space is None:
+            return type(est).default_search_space(getattr(est, "family", None))
+        if not isinstance(space, dict) or not space:
+            raise ValueError(
+                "The 'param_distributions' parameter must be None or a non-empty "
+                f"dict of optuna distributions; got {space!r}."
+            )
+        valid = est.get_params(deep=False)
+        for name, dist in space.items():
+            if name not in valid:
+                raise ValueError(
+                    f"Unknown parameter {name!r} in param_distributions: "
+                    f"{type(est).__name__} has no such parameter. Valid names: "
+                    f"{', '.join(sorted(valid))}."
+                )
+            if not isinstance(dist, BaseDistribution):
+                raise ValueError(
+                    f"param_distributions[{name!r}] must be an optuna distribution "
+                    f"(e.g. optuna.distributions.FloatDistribution); got "
+                    f"{type(dist).__name__}."
+                )
+        return dict(space)
+
+    def _validate_params(self) -> None:
+        if not isinstance(self.estimator, _BaseGraphGLM):
+            raise ValueError(
+                "The 'estimator' parameter must be a GraphGLMRegressor or "
+                f"GraphGLMClassifier; got {type(self.estimator).__name__}."
+            )
+        n = self.n_trials
+        if n is not None and (
+            not isinstance(n, Integral) or isinstance(n, bool) or n < 1
+        ):
+            raise ValueError(
+                f"The 'n_trials' parameter must be a positive int or None; got {n!r}."
+            )
+        t = self.timeout
+        if t is not None and (not isinstance(t, Real) or isinstance(t, bool) or t <= 0):
+            raise ValueError(
+                f"The 'timeout' parameter must be a positive number or None; got {t!r}."
+            )
+        if n is None and t is None:
+            raise ValueError(
+                "The 'n_trials' and 'timeout' parameters are both None; give at "
+                "least one, or the search would never end."
+            )
+        j = self.n_jobs
+        if not isinstance(j, Integral) or isinstance(j, bool) or (j < 1 and j != -1):
+            raise ValueError(
+                f"The 'n_jobs' parameter must be an int >= 1 or -1; got {j!r}."
+            )
+        if self.study_name is not None and not isinstance(self.study_name, str):
+            raise ValueError(
+                "The 'study_name' parameter must be a str or None; got "
+                f"{self.study_name!r}."
+            )
+        if self.cv is None:
+            if self.scoring is not None:
+                raise ValueError(
+                    "The 'scoring' parameter needs cv: with cv=None a trial is "
+                    f"scored by its validation deviance; got scoring={self.scoring!r}."
+                )
+            if not self.estimator.early_stopping:
+                raise ValueError(
+                    "cv=None scores trials on the estimator's validation split, "
+                    "which needs early_stopping=True; got early_stopping=False. "
+                    "Set it or pass cv."
+                )
+
+    # --------------------------------------------------------------- fitting
+    def fit(
+        self, X, y, sample_weight=None, offset=None, groups=None
+    ) -> GraphGLMSearchCV:
+        """Run the study (its missing trials), then refit the best parameters.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        sample_weight, offset : array-like of shape (n_samples,), default=None
+            Passed to every fit, and used in the scores.
+        groups : array-like of shape (n_samples,), default=None
+            Passed to every fit (validation split by group) and to a group-aware
+            ``cv`` splitter.
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        space = self._search_space()
+        storage = make_storage(self.storage)
+        data = _Data(X, y, sample_weight, offset, groups)
+        folds = None
+        if self.cv is not None:
+            cv = check_cv(self.cv, data.y, classifier=is_classifier(self.estimator))
+            folds = list(cv.split(data.X, data.y, data.groups))
+        if self.scoring is not None:
+            check_scoring(self.estimator, self.scoring)
+        self.direction_ = "minimize" if self.scoring is None else "maximize"
+        n_entries = 8 if folds is None else 2 * len(folds) + 4
+        self.neighbor_cache_ = NeighborCache(max_entries=n_entries)
+        self._best_local: tuple[int, float, _BaseGraphGLM] | None = None
+        self._lock = threading.Lock()
+        verbosity = optuna.logging.get_verbosity()
+        if self.verbose < 2:
+            optuna.logging.set_verbosity(optuna.logging.WARNING)
+        try:
+            self.study_ = self._create_study(storage)
+            self.estimator_random_state_ = self._shared_random_state()
+            self._optimize(space, data, folds)
+        finally:
+            optuna.logging.set_verbosity(verbosity)
+        return self._finish(data, folds)
+
+    def _create_study(self, storage) -> optuna.Study:
+        rng = check_random_state(self.random_state)
+        seed = int(rng.randint(np.iinfo(np.int32).max))
+        if storage is not None:
+            seed = (seed + os.getpid()) % np.iinfo(np.int32).max
+        sampler = self.sampler or optuna.samplers.TPESampler(seed=seed)
+        pruner = self.pruner or optuna.pruners.MedianPruner(
+            n_startup_trials=5, n_warmup_steps=5
+        )
+        return optuna.create_study(
+            storage=storage,
+            study_name=self.study_name,
+            sampler=sampler,
+            pruner=pruner,
+            direction=self.direction_,
+            load_if_exists=True,
+        )
+
+    def _shared_random_state(self) -> int:
+        stored = self.study_.user_attrs.get("estimator_random_state")
+        if stored is not None:
+            return int(stored)
+        own = self.estimator.random_state
+        if isinstance(own, Integral) and not isinstance(own, bool):
+            seed = int(own)
+        else:
+            seed = int(check_random_state(self.random_state).randint(2**31 - 1))
+        self.study_.set_user_attr("estimator_random_state", seed)
+        return seed
+
+    def _n_finished(self) -> int:
+        return len(self.study_.get_trials(deepcopy=False, states=_FINISHED))
+
+    def _optimize(self, space, data: _Data, folds) -> None:
+        if not self.study_.get_trials(deepcopy=False):
+            # A new study starts from the estimator's own values (the defaults
+            # unless set), so the search does not end below its starting point.
+            start = start_point(self.estimator.get_params(deep=False), space)
+            if start:
+                self.study_.enqueue_trial(start, skip_if_exists=True)
+        remaining = None
+        callbacks = []
+        if self.n_trials is not None:
+            remaining = self.n_trials - self._n_finished()
+            if remaining <= 0:
+                return
+            callbacks.append(MaxTrialsCallback(self.n_trials, states=_FINISHED))
+        bar = tqdm(total=remaining, desc="trials", disable=not self.verbose)
+
+        def progress(study, trial) -> None:
+            bar.update(1)
+            finished = [t for t in study.get_trials(deepcopy=False, states=_FINISHED)]
+            if any(t.state == TrialState.COMPLETE for t in finished):
+                bar.set_postfix(best=f"{study.best_value:.5g}", refresh=False)
+
+        callbacks.append(progress)
+        try:
+            self.study_.optimize(
+                lambda trial: self._objective(trial, space, data, folds),
+                n_trials=remaining,
+                timeout=self.timeout,
+                n_jobs=self.n_jobs,
+                catch=_CAUGHT,
+                callbacks=callbacks,
+            )
+        finally:
+            bar.close()
+
+    def _trial_estimator(self, params: dict) -> _BaseGraphGLM:
+        est = clone(self.estimator)
+        return est.set_params(**params, random_state=self.estimator_random_state_)
+
+    def _fit_one(self, est, data: _Data, trial=None) -> _BaseGraphGLM:
+        """Fit with the shared neighbour cache (and pruning), then clean up."""
+        callbacks = est.callbacks
+        if trial is not None:
+            est.set_params(callbacks=[*(callbacks or []), OptunaPruningCallback(trial)])
+        est._neighbor_cache = self.neighbor_cache_
+        try:
+            return data.fit(est)
+        finally:
+            del est._neighbor_cache
+            est.set_params(callbacks=callbacks)
+
+    def _objective(self, trial, space, data: _Data, folds) -> float:
+        params = {name: _suggest(trial, name, dist) for name, dist in space.items()}
+        est = self._trial_estimator(params)
+        if est.hidden_channels % est.heads:
+            raise optuna.TrialPruned(
+                f"heads={est.heads} does not divide hidden_channels="
+                f"{est.hidden_channels}."
+            )
+        try:
+            if folds is None:
+                est = self._fit_one(est, data, trial)
+                score, global_score = self._validation_scores(est, data, space)
+                trial.set_user_attr("is_global_only", bool(est.is_global_only_))
+                trial.set_user_attr("n_iter", int(est.n_iter_))
+            else:
+                score = self._cv_score(est, data, folds, trial)
+                global_score = None
+        except _CAUGHT as exc:
+            trial.set_user_attr("fail_reason", f"{type(exc).__name__}: {exc}")
+            raise
+        if global_score is not None:
+            trial.set_user_attr("global_score", global_score)
+        if folds is None and self.refit:
+            self._keep_if_best(trial.number, score, est)
+        return score
+
+    def _keep_if_best(self, number: int, score: float, est) -> None:
+        sign = 1.0 if self.direction_ == "minimize" else -1.0
+        with self._lock:
+            if self._best_local is None or sign * score < sign * self._best_local[1]:
+                self._best_local = (number, score, est)
+
+    def _validation_scores(self, est, data: _Data, space) -> tuple[float, float]:
+        """(kept model, global GLM) validation deviance of a cv=None trial."""
+        history = est.history_
+        if not history or history[0].get("epoch") != 0:
+            raise ValueError(
+                "The trial has no validation deviance (the fit trained no "
+                f"network: {est.global_only_reason_}); cv=None cannot score it."
+            )
+        if "power" in space:  # deviances under different powers do not compare
+            return self._reference_validation_scores(est, data)
+        global_score = float(history[0]["val_deviance"])
+        if est.is_global_only_:
+            return global_score, global_score
+        kept = next(h for h in history if h["epoch"] == est.best_epoch_)
+        return float(kept["val_deviance"]), global_score
+
+    def _reference_family(self):
+        est = self.estimator
+        return get_family(est.family, power=est.power, theta=est.theta)
+
+    def _reference_validation_scores(self, est, data: _Data) -> tuple[float, float]:
+        """Validation deviances under the family of ``estimator`` (its power)."""
+        n = data.y.shape[0]
+        seed = int(check_random_state(est.random_state).randint(np.iinfo(np.int32).max))
+        _, val = est._split(data.y, n, seed, _group_codes(data.groups, n))
+        rows = data.take(val)
+        family = self._reference_family()
+        model = self._deviance(family, est.predict(rows.X, offset=rows.offset), rows)
+        design = est.preprocessor_.transform(rows.X)
+        eta = est._global_eta(design, rows.offset)[:, 0]
+        glm_mu = est.family_.inverse_link(torch.as_tensor(eta)).numpy()
+        return model, self._deviance(family, glm_mu, rows)
+
+    @staticmethod
+    def _deviance(family, mu: np.ndarray, rows: _Data) -> float:
+        eta = family.link(torch.as_tensor(mu, dtype=torch.float64))
+        y = torch.as_tensor(rows.y, dtype=torch.float64)
+        w = None if rows.sample_weight is None else torch.as_tensor(rows.sample_weight)
+        return float(family.deviance(y, eta, w))
+
+    def _cv_score(self, est, data: _Data, folds, trial=None) -> float:
+        scores = []
+        for i, (train, test) in enumerate(folds):
+            fold = self._fit_one(
+                clone(est), data.take(train), trial if i == 0 else None
+            )
+            scores.append(self._score_fold(fold, data.take(test)))
+        return float(np.mean(scores))
+
+    def _score_fold(self, est, rows: _Data) -> float:
+        if self.scoring is not None:
+            scorer = check_scoring(est, self.scoring)
+            if rows.sample_weight is None:
+                return float(scorer(est, rows.X, rows.y))
+            return float(scorer(est, rows.X, rows.y, sample_weight=rows.sample_weight))
+        if is_classifier(est):
+            proba = est.predict_proba(rows.X, offset=rows.offset)
+            return float(
+                log_loss(
+                    rows.y, proba, labels=est.classes_, sample_weight=rows.sample_weight
+                )
+            )
+        mu = est.predict(rows.X, offset=rows.offset)
+        return self._deviance(self._reference_family(), mu, rows)
+
+    # ------------------------------------------------------------- results
+    def _finish(self, data: _Data, folds) -> GraphGLMSearchCV:
+        study = self.study_
+        self.n_trials_ = self._n_finished()
+        self.trials_dataframe_ = study.trials_dataframe()
+        if not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            failed = study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
+            reasons = {t.user_attrs.get("fail_reason") for t in failed} - {None}
+            raise ValueError(
+                f"No trial of study {study.study_name!r} completed "
+                f"({self.n_trials_} pruned, {len(failed)} failed). Failures: "
+                f"{'; '.join(sorted(reasons)) or 'none recorded'}."
+            )
+        self.best_trial_ = study.best_trial
+        self.best_params_ = dict(self.best_trial_.params)
+        self.best_score_ = float(self.best_trial_.value)
+        if folds is None:
+            self.global_score_ = self.best_trial_.user_attrs.get("global_score")
+        else:
+            glm = self._trial_estimator({"local_penalty": np.inf})
+            self.global_score_ = self._cv_score(glm, data, folds)
+        if self.refit:
+            self.best_estimator_ = self._refit(data, folds)
+        self.__dict__.pop("_best_local", None)
+        self.__dict__.pop("_lock", None)
+        return self
+
+    def _refit(self, data: _Data, folds) -> _BaseGraphGLM:
+        local = self._best_local
+        if folds is None and local is not None and local[0] == self.best_trial_.number:
+            return local[2]
+        return self._fit_one(self._trial_estimator(self.best_params_), data)
+
+    def trials_dataframe(self, **kwargs):
+        """``study_.trials_dataframe(**kwargs)``, up to date (other workers too)."""
+        check_is_fitted(self, "study_")
+        return self.study_.trials_dataframe(**kwargs)
+
+    def summary(self) -> str:
+        """Trials run, the best score against the global GLM, the best parameters."""
+        check_is_fitted(self, "best_trial_")
+        counts = {s: 0 for s in ("COMPLETE", "PRUNED", "FAIL")}
+        for t in self.study_.get_trials(deepcopy=False):
+            if t.state.name in counts:
+                counts[t.state.name] += 1
+        what = "validation deviance" if self.cv is None else "cross-validated score"
+        better = "lower" if self.direction_ == "minimize" else "higher"
+        lines = [
+            f"{type(self).__name__}: study {self.study_.study_name!r}, "
+            f"{counts['COMPLETE']} complete, {counts['PRUNED']} pruned, "
+            f"{counts['FAIL']} failed trials",
+            f"best {what} ({better} is better): {self.best_score_:.6g} "
+            f"(trial {self.best_trial_.number})",
+        ]
+        if self.global_score_ is not None:
+            gain = self.best_score_ - self.global_score_
+            gain = -gain if self.direction_ == "minimize" else gain
+            pct = 100.0 * gain / abs(self.global_score_) if self.global_score_ else 0
+            lines.append(
+                f"global GLM on the same rows: {self.global_score_:.6g}; "
+                f"gain {gain:.4g} ({pct:+.2f} %)"
+            )
+        lines.append("best parameters:")
+        lines += [f"  {k} = {v!r}" for k, v in sorted(self.best_params_.items())]
+        return "\n".join(lines)
+
+    # ------------------------------------------------------------ pass-through
+    def _best(self):
+        check_is_fitted(self, "best_estimator_")
+        return self.best_estimator_
+
+    @property
+    def classes_(self) -> np.ndarray:
+        return self._best().classes_
+
+    @property
+    def n_features_in_(self) -> int:
+        return self._best().n_features_in_
+
+    def predict(self, X, offset=None) -> np.ndarray:
+        """``best_estimator_.predict``."""
+        return self._best().predict(X, offset=offset)
+
+    def predict_proba(self, X, offset=None) -> np.ndarray:
+        """``best_estimator_.predict_proba`` (classifiers)."""
+        return self._best().predict_proba(X, offset=offset)
+
+    def score(self, X, y, sample_weight=None, offset=None) -> float:
+        """``best_estimator_.score``: D² for regressors, accuracy for classifiers."""
+        best = self._best()
+        if is_classifier(best):
+            return best.score(X, y, sample_weight=sample_weight)
+        return best.score(X, y, sample_weight=sample_weight, offset=offset)
+
+
+CLASSIFICATION_FAMILIES = ("binomial", "multinomial", "classification")
+
+
+def auto_fit(
+    X,
+    y,
+    *,
+    family: str = "gaussian",
+    n_trials: int | None = None,
+    timeout: float | None = None,
+    cv=None,
+    storage=None,
+    study_name: str | None = None,
+    random_state=0,
+    verbose: int = 1,
+    sample_weight=None,
+    offset=None,
+    groups=None,
+    return_search: bool = False,
+    **params,
+):
+    """Search the default space and return the fitted best estimator.
+
+    For notebooks: a family and a budget in, a model out, with a progress bar
+    over trials and a summary (best parameters, score, gain over the global
+    GLM) when ``verbose``.
+
+    Parameters
+    ----------
+    X, y : array-like
+    family : str, default="gaussian"
+        A regression family for :class:`GraphGLMRegressor`, or ``"binomial"``,
+        ``"multinomial"`` or ``"classification"`` for
+        :class:`GraphGLMClassifier`.
+    n_trials : int or None, default=None
+        Trial budget; 20 when neither it nor ``timeout`` is given.
+    timeout : float or None, default=None
+        Budget in seconds.
+    cv, storage, study_name, random_state, verbose
+        As in :class:`GraphGLMSearchCV`.
+    sample_weight, offset, groups : array-like, default=None
+        Passed to ``fit``.
+    return_search : bool, default=False
+        Return the fitted :class:`GraphGLMSearchCV` instead.
+    **params
+        Fixed parameters of the estimator (``max_epochs=100``, ...).
+
+    Returns
+    -------
+    GraphGLMRegressor, GraphGLMClassifier or GraphGLMSearchCV
+    """
+    if family in CLASSIFICATION_FAMILIES:
+        estimator = GraphGLMClassifier(**params)
+    else:
+        estimator = GraphGLMRegressor(family=family, **params)
+    if n_trials is None and timeout is None:
+        n_trials = 20
+    search = GraphGLMSearchCV(
+        estimator,
+        n_trials=n_trials,
+        timeout=timeout,
+        cv=cv,
+        storage=storage,
+        study_name=study_name,
+        random_state=random_state,
+        verbose=verbose,
+    )
+    search.fit(X, y, sample_weight=sample_weight, offset=offset, groups=groups)
+    if verbose:
+        print(search.summary())
+    return search if return_search else search.best_estimator_

@@ -1,0 +1,336 @@
+"""GraphGLMSearchCV: search, pruning, graph cache, shared and resumed storages."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import optuna
+import pytest
+from optuna.distributions import (
+    CategoricalDistribution,
+    FloatDistribution,
+    IntDistribution,
+)
+from optuna.trial import TrialState
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from autoglm_graph import (
+    GraphGLMClassifier,
+    GraphGLMRegressor,
+    GraphGLMSearchCV,
+    OptunaPruningCallback,
+    auto_fit,
+)
+from autoglm_graph.datasets import make_varying_coefficients
+from autoglm_graph.search import make_storage
+
+FAST = dict(max_epochs=8, hidden_channels=16, heads=2, n_iter_no_change=5)
+SMALL_SPACE = {
+    "n_neighbors": IntDistribution(4, 12),
+    "threshold": FloatDistribution(0.0, 0.5),
+    "learning_rate": FloatDistribution(1e-3, 1e-2, log=True),
+}
+
+
+@pytest.fixture(scope="module")
+def poisson_data():
+    X, y, _ = make_varying_coefficients(300, 3, family="poisson", random_state=0)
+    return X, y
+
+
+def test_default_search_space():
+    space = GraphGLMRegressor.default_search_space()
+    assert "power" not in space
+    assert {"threshold", "n_neighbors", "graph_space", "use_neighbor_targets"} <= set(
+        space
+    )
+    tweedie = GraphGLMRegressor.default_search_space(family="tweedie")
+    assert isinstance(tweedie["power"], FloatDistribution)
+    hidden = tweedie["hidden_channels"]
+    widths = range(hidden.low, hidden.high + 1, hidden.step)
+    assert all(w % h == 0 for w in widths for h in tweedie["heads"].choices)
+    assert "power" not in GraphGLMClassifier.default_search_space()
+
+
+def test_search_default_space_predicts_and_pipelines(poisson_data):
+    X, y = poisson_data
+    est = GraphGLMRegressor(family="poisson", **FAST)
+    search = GraphGLMSearchCV(est, n_trials=6, random_state=0)
+    pipe = make_pipeline(StandardScaler(), search).fit(X, y)
+    assert pipe.predict(X[:5]).shape == (5,)
+    assert np.isfinite(pipe.score(X, y))
+    assert search.n_trials_ == 6
+    assert set(search.best_params_) == set(est.default_search_space("poisson"))
+    assert search.direction_ == "minimize"
+    assert 0 < search.best_score_ <= search.global_score_ + 1e-9
+    best = search.best_trial_
+    assert best.value == pytest.approx(search.best_score_)
+    assert search.best_estimator_.callbacks is None
+    assert not hasattr(search.best_estimator_, "_neighbor_cache")
+    assert len(search.trials_dataframe_) == 6
+    first = search.study_.trials[0].params  # starts from the estimator's values
+    assert (first["hidden_channels"], first["heads"], first["n_neighbors"]) == (
+        16,
+        2,
+        16,
+    )
+    assert "best parameters" in search.summary()
+
+
+def test_classifier_cv_scoring(poisson_data):
+    X, _ = poisson_data
+    _, yc, _ = make_varying_coefficients(300, 3, family="binomial", random_state=1)
+    est = GraphGLMClassifier(**FAST)
+    search = GraphGLMSearchCV(
+        est, SMALL_SPACE, n_trials=2, cv=2, scoring="accuracy", random_state=0
+    ).fit(X, yc)
+    assert search.direction_ == "maximize"
+    assert 0 <= search.best_score_ <= 1
+    assert search.predict_proba(X[:4]).shape == (4, 2)
+    assert list(search.classes_) == [0, 1]
+    # scoring=None with cv: mean log-loss, minimised
+    search = GraphGLMSearchCV(est, SMALL_SPACE, n_trials=2, cv=2, random_state=0)
+    search.fit(X, yc)
+    assert search.direction_ == "minimize" and search.best_score_ > 0
+
+
+class _PruneAfterFirst(optuna.pruners.BasePruner):
+    """Prunes every trial but the first once it reports epoch 2."""
+
+    def prune(self, study, trial) -> bool:
+        return trial.number > 0 and trial.last_step is not None and trial.last_step >= 2
+
+
+def test_pruning(poisson_data):
+    X, y = poisson_data
+    est = GraphGLMRegressor(family="poisson", **FAST)
+    search = GraphGLMSearchCV(
+        est, SMALL_SPACE, n_trials=4, pruner=_PruneAfterFirst(), random_state=0
+    ).fit(X, y)
+    states = [t.state for t in search.study_.trials]
+    assert states[0] == TrialState.COMPLETE
+    assert states[1:] == [TrialState.PRUNED] * 3
+    assert search.study_.trials[1].last_step == 2
+    assert search.best_trial_.number == 0
+
+
+def test_pruning_callback_reports_each_epoch():
+    study = optuna.create_study()
+    trial = study.ask()
+    callback = OptunaPruningCallback(trial)
+    assert callback.on_epoch_end(None, {"epoch": 1, "val_deviance": 0.5}) is False
+    assert callback.on_epoch_end(None, {"epoch": 2}) is False  # nothing to report
+    assert study.trials[0].intermediate_values == {1: 0.5}
+
+
+def test_graph_cache_is_shared(poisson_data):
+    X, y = poisson_data
+    est = GraphGLMRegressor(family="poisson", graph_space="input", **FAST)
+    space = {
+        "n_neighbors": IntDistribution(4, 12),
+        "threshold": FloatDistribution(0.0, 0.5),
+    }
+    storage = optuna.storages.InMemoryStorage()
+    study = optuna.create_study(storage=storage, study_name="cache")
+    study.enqueue_trial({"n_neighbors": 12, "threshold": 0.0})  # widest k first
+    search = GraphGLMSearchCV(
+        est, space, n_trials=5, storage=storage, study_name="cache", random_state=0
+    ).fit(X, y)
+    # one search of training rows among themselves, one of validation rows
+    assert search.neighbor_cache_.n_searches == 2
+    assert len({t.params["n_neighbors"] for t in search.study_.trials}) > 1
+
+
+WORKER = """
+import sys
+from autoglm_graph import GraphGLMRegressor, GraphGLMSearchCV
+from autoglm_graph.datasets import make_varying_coefficients
+from optuna.distributions import FloatDistribution, IntDistribution
+
+X, y, _ = make_varying_coefficients(300, 3, family="poisson", random_state=0)
+est = GraphGLMRegressor(
+    family="poisson", max_epochs={epochs}, hidden_channels=16, heads=2,
+    n_iter_no_change={epochs},
+)
+space = {{
+    "n_neighbors": IntDistribution(4, 12),
+    "learning_rate": FloatDistribution(1e-3, 1e-2, log=True),
+}}
+GraphGLMSearchCV(
+    est, space, n_trials=int(sys.argv[2]), storage=sys.argv[1], study_name="sweep",
+    random_state=0,
+).fit(X, y)
+"""
+
+
+def _worker(tmp_path, storage: str, n_trials: int, epochs: int = 8):
+    script = tmp_path / "worker.py"
+    script.write_text(textwrap.dedent(WORKER.format(epochs=epochs)))
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.Popen(
+        [sys.executable, str(script), storage, str(n_trials)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _finished(storage, states=(TrialState.COMPLETE, TrialState.PRUNED)):
+    study = optuna.load_study(study_name="sweep", storage=storage)
+    return study.get_trials(states=states)
+
+
+def test_two_workers_share_a_journal_study(tmp_path):
+    url = f"journal:{tmp_path / 'sweep.log'}"
+    workers = [_worker(tmp_path, url, 4) for _ in range(2)]
+    for w in workers:
+        _, err = w.communicate(timeout=120)
+        assert w.returncode == 0, err.decode()[-2000:]
+    study = optuna.load_study(study_name="sweep", storage=make_storage(url))
+    states = [t.state for t in study.trials]
+    finished = states.count(TrialState.COMPLETE) + states.count(TrialState.PRUNED)
+    assert 4 <= finished <= 5  # each worker may finish the trial it runs
+    assert states.count(TrialState.FAIL) == 0 and TrialState.RUNNING not in states
+    assert study.user_attrs["estimator_random_state"] is not None
+
+
+def _age(trial) -> float:
+    return (datetime.datetime.now() - trial.datetime_start).total_seconds()
+
+
+def test_killed_worker_resumes(tmp_path, poisson_data):
+    url = f"sqlite:///{tmp_path / 'sweep.db'}"
+    worker = _worker(tmp_path, url, 200, epochs=15)
+    deadline = time.monotonic() + 90
+    storage = make_storage(url)
+    before = []
+    while time.monotonic() < deadline and worker.poll() is None:
+        time.sleep(0.3)
+        try:
+            before = _finished(storage, (TrialState.COMPLETE,))
+            running = _finished(storage, (TrialState.RUNNING,))
+        except KeyError:  # the study does not exist yet
+            continue
+        # kill mid-trial, once its first heartbeat has been written
+        if len(before) >= 2 and running and _age(running[-1]) > 0.5:
+            break
+    assert worker.poll() is None, worker.stderr.read().decode()[-2000:]
+    os.kill(worker.pid, signal.SIGKILL)
+    worker.wait()
+    before = _finished(storage, (TrialState.COMPLETE,))
+    assert len(before) >= 2
+    X, y = poisson_data
+    est = GraphGLMRegressor(family="poisson", **FAST)
+    n_total = len(before) + 2
+    # A short grace period: the killed worker's RUNNING trial is failed by its
+    # stale heartbeat and retried with the same parameters.
+    time.sleep(1.5)
+    with pytest.warns(optuna.exceptions.ExperimentalWarning):
+        fast_heartbeat = optuna.storages.RDBStorage(
+            url,
+            heartbeat_interval=1,
+            grace_period=1,
+            heartbeat_stale_trial_callback=(
+                optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1)
+            ),
+        )
+    space = {
+        "n_neighbors": IntDistribution(4, 12),
+        "learning_rate": FloatDistribution(1e-3, 1e-2, log=True),
+    }
+    search = GraphGLMSearchCV(
+        est,
+        space,
+        n_trials=n_total,
+        storage=fast_heartbeat,
+        study_name="sweep",
+        random_state=0,
+    ).fit(X, y)
+    trials = search.study_.get_trials()
+    after = {t.number: t for t in trials if t.state == TrialState.COMPLETE}
+    assert search.n_trials_ == n_total
+    for t in before:
+        assert after[t.number].value == t.value
+        assert after[t.number].params == t.params
+    states = [t.state for t in trials]
+    assert TrialState.RUNNING not in states
+    (stale,) = [t for t in trials if t.state == TrialState.FAIL]  # killed mid-trial
+    retried = [t for t in trials if t.number > stale.number]
+    assert any(t.params == stale.params for t in retried)
+    # a resumed, finished study runs nothing more
+    again = GraphGLMSearchCV(
+        est, space, n_trials=n_total, storage=url, study_name="sweep", random_state=0
+    ).fit(X, y)
+    assert len(again.study_.trials) == len(trials)
+
+
+@pytest.mark.parametrize(
+    ("params", "match"),
+    [
+        (
+            {"param_distributions": {"hiden_channels": IntDistribution(8, 16)}},
+            "Unknown parameter 'hiden_channels' in param_distributions",
+        ),
+        (
+            {"param_distributions": {"heads": [1, 2]}},
+            r"param_distributions\['heads'\] must be an optuna distribution",
+        ),
+        ({"storage": "nosuchdb://x/y"}, "The 'storage' URL 'nosuchdb://x/y'"),
+        ({"storage": "sweep.db"}, "The 'storage' parameter must be"),
+        ({"n_trials": 0}, "The 'n_trials' parameter must be a positive int"),
+        ({"n_trials": None}, "'n_trials' and 'timeout' parameters are both None"),
+        ({"scoring": "r2"}, "The 'scoring' parameter needs cv"),
+        ({"timeout": -1}, "The 'timeout' parameter must be a positive number"),
+    ],
+)
+def test_bad_input(poisson_data, params, match):
+    X, y = poisson_data
+    est = GraphGLMRegressor(family="poisson", **FAST)
+    with pytest.raises(ValueError, match=match):
+        GraphGLMSearchCV(est, **params).fit(X, y)
+
+
+def test_bad_estimator(poisson_data):
+    from sklearn.linear_model import PoissonRegressor
+
+    with pytest.raises(ValueError, match="'estimator' parameter must be a GraphGLM"):
+        GraphGLMSearchCV(PoissonRegressor()).fit(*poisson_data)
+
+
+def test_categorical_space_and_auto_fit(poisson_data, capsys):
+    X, y = poisson_data
+    model = auto_fit(
+        X,
+        y,
+        family="poisson",
+        n_trials=2,
+        verbose=1,
+        random_state=0,
+        **FAST,
+    )
+    assert isinstance(model, GraphGLMRegressor)
+    out = capsys.readouterr().out
+    assert "global GLM on the same rows" in out and "best parameters" in out
+    est = GraphGLMRegressor(family="poisson", **FAST)
+    space = {"graph_space": CategoricalDistribution(["input", "embedding"])}
+    search = GraphGLMSearchCV(est, space, n_trials=2, random_state=0).fit(X, y)
+    assert search.best_params_["graph_space"] in ("input", "embedding")
+
+
+def test_tweedie_power_scored_under_one_power():
+    X, y, _ = make_varying_coefficients(300, 3, family="tweedie", random_state=0)
+    est = GraphGLMRegressor(family="tweedie", power=1.5, **FAST)
+    space = {"power": FloatDistribution(1.1, 1.9)}
+    search = GraphGLMSearchCV(est, space, n_trials=3, random_state=0).fit(X, y)
+    # the global GLMs of different powers are all scored with power=1.5
+    globals_ = [t.user_attrs["global_score"] for t in search.study_.trials]
+    assert np.all(np.isfinite(globals_))
+    assert search.best_estimator_.power == search.best_params_["power"]
