@@ -8,8 +8,10 @@ from importlib.metadata import PackageNotFoundError, version
 
 from .estimators import GraphGLMClassifier, GraphGLMRegressor
 from .families import Family, get_family
-from .graph import CosineNeighbors, NeighborGraph, cosine_topk
+from .graph import CosineNeighbors, NeighborGraph, cosine_topk, recall_at_k
+from .io import load_model as load
 from .preprocessing import TabularPreprocessor
+from .search import GraphGLMSearchCV, OptunaPruningCallback, auto_fit
 
 try:
     __version__ = version("autoglm-graph")
@@ -21,9 +23,14 @@ __all__ = [
     "Family",
     "GraphGLMClassifier",
     "GraphGLMRegressor",
+    "GraphGLMSearchCV",
     "NeighborGraph",
+    "OptunaPruningCallback",
     "TabularPreprocessor",
     "__version__",
+    "auto_fit",
     "cosine_topk",
     "get_family",
+    "load",
+    "recall_at_k",
 ]

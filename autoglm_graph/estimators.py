@@ -53,6 +53,7 @@ class _BaseGraphGLM(BaseEstimator):
         threshold: float = 0.0,
         graph_space: str = "embedding",
         graph_refresh: int = 10,
+        graph_backend: str = "auto",
         hidden_channels: int = 64,
         heads: int = 4,
         num_layers: int = 2,
@@ -80,6 +81,7 @@ class _BaseGraphGLM(BaseEstimator):
         self.threshold = threshold
         self.graph_space = graph_space
         self.graph_refresh = graph_refresh
+        self.graph_backend = graph_backend
         self.hidden_channels = hidden_channels
         self.heads = heads
         self.num_layers = num_layers
@@ -133,6 +135,7 @@ class _BaseGraphGLM(BaseEstimator):
         check_number("threshold", self.threshold, low=-1, high=1)
         check_option("graph_space", self.graph_space, ("embedding", "input"))
         check_number("graph_refresh", self.graph_refresh, integer=True, low=1)
+        check_option("graph_backend", self.graph_backend, ("auto", "exact", "faiss"))
         check_number("hidden_channels", self.hidden_channels, integer=True, low=1)
         check_number("heads", self.heads, integer=True, low=1)
         if self.hidden_channels % self.heads:
@@ -353,7 +356,11 @@ class _BaseGraphGLM(BaseEstimator):
             family=self.family_,
             n_outputs=self._n_outputs,
             graph=GraphConfig(
-                self.graph_space, self.n_neighbors, self.threshold, self.graph_refresh
+                self.graph_space,
+                self.n_neighbors,
+                self.threshold,
+                self.graph_refresh,
+                self.graph_backend,
             ),
             learning_rate=self.learning_rate,
             weight_decay=self.weight_decay,
@@ -701,6 +708,12 @@ _COMMON_PARAMS_DOC = """
         ``graph_refresh`` epochs) or in the standardised input space.
     graph_refresh : int, default=10
         Epochs between rebuilds of the embedding-space graph.
+    graph_backend : {"auto", "exact", "faiss"}, default="auto"
+        Neighbour search (:func:`autoglm_graph.cosine_topk`): exact chunked
+        search, or faiss HNSW (approximate; recall@16 0.92-0.9998 measured in
+        ``benchmarks/results/graph_build_approx.md``; needs ``faiss-cpu``).
+        ``"auto"``: exact below 150k rows on a CPU (up to 10M on a GPU),
+        faiss above when it is installed.
     hidden_channels : int, default=64
         Width of the encoder and attention layers.
     heads : int, default=4
@@ -832,6 +845,7 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
         threshold: float = 0.0,
         graph_space: str = "embedding",
         graph_refresh: int = 10,
+        graph_backend: str = "auto",
         hidden_channels: int = 64,
         heads: int = 4,
         num_layers: int = 2,
@@ -863,6 +877,7 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
             threshold=threshold,
             graph_space=graph_space,
             graph_refresh=graph_refresh,
+            graph_backend=graph_backend,
             hidden_channels=hidden_channels,
             heads=heads,
             num_layers=num_layers,

@@ -22,7 +22,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from .families import Family
-from .graph import NeighborCache, NeighborGraph, cosine_topk
+from .graph import CosineNeighbors, NeighborCache, NeighborGraph, cosine_topk
 from .modules import GraphGLMNet, SourceStates
 
 #: Autocast dtypes of the reduced precisions.
@@ -59,6 +59,7 @@ class GraphConfig:
     n_neighbors: int
     threshold: float
     refresh: int
+    backend: str = "exact"
 
 
 @dataclass
@@ -194,6 +195,10 @@ class Trainer:
                 n_neighbors=self.graph.n_neighbors,
                 threshold=self.graph.threshold,
             )
+        if cache is None and base is not None:
+            # Prediction: the training rows are fixed, so their search index
+            # (an HNSW index for the faiss backend) is built once and kept.
+            return self._base_index(base).kneighbors(queries)
         return cosine_topk(
             queries,
             base,
@@ -201,7 +206,21 @@ class Trainer:
             threshold=self.graph.threshold,
             device=queries.device,
             dtype=queries.dtype,
+            backend=self.graph.backend,
         )
+
+    def _base_index(self, base: Tensor) -> CosineNeighbors:
+        cached = getattr(self, "_index_cache", None)
+        if cached is None or cached[0] is not base:
+            index = CosineNeighbors(
+                self.graph.n_neighbors,
+                self.graph.threshold,
+                device=base.device,
+                dtype=base.dtype,
+                backend=self.graph.backend,
+            ).fit(base)
+            self._index_cache = (base, index)
+        return self._index_cache[1]
 
     def training_graph(self, train: RowData) -> NeighborGraph:
         """Neighbours of the training rows among themselves (self excluded).
@@ -362,7 +381,9 @@ class Trainer:
         (the one-standard-error rule: on small or noisy data the simpler model
         is kept).
         """
-        self._fit_cache = self.neighbor_cache or NeighborCache()
+        self._fit_cache = self.neighbor_cache or NeighborCache(
+            backend=self.graph.backend
+        )
         device_type = self.net.head[-1].weight.device.type
         self._scaler = torch.amp.GradScaler(
             device_type, enabled=self.precision == "fp16"

@@ -30,6 +30,18 @@ for a descheduled thread), while single-threaded CPU time still measures the
 work done. Repeats are interleaved (ours, faiss, sklearn, ours, ...) so that load
 changes hit all methods alike; the tables show the fastest repeat.
 
+With ``--approximate`` the script instead compares the exact backend of
+``cosine_topk`` with its approximate ``backend="faiss"`` (an HNSW index with the
+package defaults), in this process, with one thread for torch, faiss and BLAS
+(``--threads`` is ignored): for each N of ``--sizes`` and each data set
+(``clustered``, as above, and ``isotropic``, standard Gaussian rows: the hard
+case for graph indexes), it times the exact search and the approximate one
+(index build and search, timed separately through ``CosineNeighbors``) and
+reports recall@k of the approximate graph against the exact one. For each N of
+``--approx-only-sizes`` (exact search of all rows being too slow there) only the
+approximate graph is built, and its recall is checked on ``--recall-sample``
+random rows against an exact search of those rows among all N.
+
 Run ``python benchmarks/graph_build.py --help`` for the options.
 """
 
@@ -355,6 +367,156 @@ def write_report(out: Path, command: str, info: dict, args, sections) -> None:
     out.with_suffix(".json").write_text(json.dumps(payload, indent=2, default=str))
 
 
+DATASETS = ("clustered", "isotropic")
+
+
+def make_dataset(kind: str, n: int, d: int, seed: int) -> np.ndarray:
+    """``clustered`` (:func:`make_data`) or ``isotropic`` standard Gaussian rows."""
+    if kind == "clustered":
+        return make_data(n, d, seed)
+    return np.random.default_rng(seed).standard_normal((n, d), dtype=np.float32)
+
+
+def _timed(fn):
+    """``fn()``, its wall-clock seconds and its process CPU seconds."""
+    start, cpu_start = time.perf_counter(), time.process_time()
+    value = fn()
+    return value, time.perf_counter() - start, time.process_time() - cpu_start
+
+
+def _exact_for_rows(X, rows: np.ndarray, k: int):
+    """Exact self-excluded top-k of the sampled ``rows`` among all rows of ``X``."""
+    import torch
+
+    from autoglm_graph.graph import NeighborGraph, cosine_topk
+
+    wide = cosine_topk(X[rows], X, n_neighbors=k + 1, exclude_self=False)
+    idx, sim = wide.indices.numpy(), wide.similarities.numpy()
+    # Drop the row itself by position (else the worst), as exclude_self does.
+    drop = idx == rows[:, None]
+    drop[~drop.any(axis=1), -1] = True
+    keep = ~drop
+    idx, sim = idx[keep].reshape(-1, k), sim[keep].reshape(-1, k)
+    return NeighborGraph(
+        torch.from_numpy(idx), torch.from_numpy(sim), torch.ones(idx.shape, dtype=bool)
+    )
+
+
+def bench_approx(kind: str, n: int, args: argparse.Namespace, exact: bool) -> dict:
+    """Exact (if ``exact``) and approximate self-excluded graphs of one data set."""
+    import torch
+
+    from autoglm_graph._faiss import default_ef_search
+    from autoglm_graph.graph import CosineNeighbors, cosine_topk, recall_at_k
+
+    X = torch.from_numpy(make_dataset(kind, n, args.dim, args.seed))
+    row: dict = {"kind": kind, "n": n}
+    nn = CosineNeighbors(n_neighbors=args.k, backend="faiss")
+    _, row["build_s"], row["build_cpu_s"] = _timed(lambda: nn.fit(X))
+    approx, row["search_s"], row["search_cpu_s"] = _timed(nn.kneighbors)
+    row["approx_s"] = row["build_s"] + row["search_s"]
+    row["approx_cpu_s"] = row["build_cpu_s"] + row["search_cpu_s"]
+    row["ef_search"] = default_ef_search(args.k + 1, n)
+    if exact:
+        graph, row["exact_s"], row["exact_cpu_s"] = _timed(
+            lambda: cosine_topk(X, n_neighbors=args.k)
+        )
+        row["recall"] = recall_at_k(approx, graph)
+        row["recall_rows"] = n
+        row["speedup"] = row["exact_s"] / row["approx_s"]
+        row["speedup_cpu"] = row["exact_cpu_s"] / row["approx_cpu_s"]
+    else:
+        rng = np.random.default_rng(args.seed + 1)
+        rows = np.sort(rng.choice(n, size=min(args.recall_sample, n), replace=False))
+        reference = _exact_for_rows(X, rows, args.k)
+        sample = torch.from_numpy(rows)
+        approx_rows = type(approx)(
+            approx.indices[sample], approx.similarities[sample], approx.mask[sample]
+        )
+        row["recall"] = recall_at_k(approx_rows, reference)
+        row["recall_rows"] = len(rows)
+    print(
+        f"  {kind} N={n}: approx {row['approx_s']:.1f} s "
+        f"(build {row['build_s']:.1f}, search {row['search_s']:.1f}), "
+        f"exact {_fmt(row.get('exact_s'), '.1f')} s, recall {row['recall']:.4f}, "
+        f"load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
+    return row
+
+
+def approx_table(rows: list[dict]) -> str:
+    """Exact vs approximate times, ratio and recall@k, one line per data set/N."""
+    lines = [
+        "| data | N | exact (s) | approx (s) | build (s) | search (s) "
+        "| exact/approx | exact CPU (s) | approx CPU (s) | exact/approx CPU "
+        "| recall@k | recall rows | ef |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['kind']} | {r['n']:,} | {_fmt(r.get('exact_s'), '.2f')} "
+            f"| {r['approx_s']:.2f} | {r['build_s']:.2f} | {r['search_s']:.2f} "
+            f"| {_fmt(r.get('speedup'), '.2f')} "
+            f"| {_fmt(r.get('exact_cpu_s'), '.2f')} | {r['approx_cpu_s']:.2f} "
+            f"| {_fmt(r.get('speedup_cpu'), '.2f')} | {r['recall']:.4f} "
+            f"| {r['recall_rows']:,} | {r['ef_search']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def approx_report(command: str, info: dict, args, rows: list[dict]) -> str:
+    """The markdown report of the ``--approximate`` run."""
+    from autoglm_graph import _faiss
+
+    return (
+        "# kNN graph build: exact vs approximate (faiss HNSW) backend\n\n"
+        f"Command:\n\n```\n{command}\n```\n\n"
+        f"Machine: {info['cpu']}, {info['cpu_count']} CPUs (shared with other "
+        f"jobs); torch {info['torch']}, faiss {info['faiss']}, numpy "
+        f"{info['numpy']}. One thread for torch, faiss and BLAS. Load average "
+        f"{info['loadavg_start'][0]:.1f} at start, {info['loadavg_end'][0]:.1f} "
+        "at end.\n\n"
+        f"Self-excluded top-k cosine graph among N rows, d = {args.dim}, "
+        f"k = {args.k}, seed {args.seed}, one run each. `exact`: "
+        '`cosine_topk(X, n_neighbors=k)`; `approx`: `backend="faiss"` with the '
+        f"default HNSW parameters (M = {_faiss.DEFAULT_M}, efConstruction = "
+        f"{_faiss.DEFAULT_EF_CONSTRUCTION}, efSearch = max(48, 3 (k + 1)) "
+        "times max(1, N / 100k) ** 0.4, column ef), timed as index build plus "
+        "search of all N rows. exact/approx > 1: the approximate backend is "
+        "faster. CPU: process CPU time of the same calls (less sensitive to the "
+        "machine's other load). recall@k: `recall_at_k(approx, exact)` over all "
+        f"rows, or, where exact is '—', over {args.recall_sample:,} random rows "
+        "checked against an exact search of those rows among all N.\n\n"
+        + approx_table(rows)
+    )
+
+
+def main_approximate(args: argparse.Namespace, command: str) -> None:
+    """The ``--approximate`` benchmark: exact vs faiss HNSW backend, one thread."""
+    _set_threads(1)
+    info = machine_info()
+    rows = []
+    plan = [(n, True) for n in args.sizes] + [
+        (n, False) for n in args.approx_only_sizes
+    ]
+    for n, exact in plan:
+        for kind in DATASETS:
+            rows.append(bench_approx(kind, n, args, exact))
+            info["loadavg_end"] = os.getloadavg()
+            if args.out is not None:  # after every row: a long run may be cut
+                args.out.parent.mkdir(parents=True, exist_ok=True)
+                args.out.with_suffix(".md").write_text(
+                    approx_report(command, info, args, rows)
+                )
+                payload = {"command": command, "machine": info}
+                payload.update(settings=vars(args), results=rows)
+                args.out.with_suffix(".json").write_text(
+                    json.dumps(payload, indent=2, default=str)
+                )
+    print(approx_table(rows), flush=True)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10000, 50000, 100000])
@@ -382,6 +544,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="write OUT.md and OUT.json, e.g. benchmarks/results/graph_build",
     )
+    parser.add_argument(
+        "--approximate",
+        action="store_true",
+        help="compare the exact and faiss HNSW backends of cosine_topk instead",
+    )
+    parser.add_argument(
+        "--approx-only-sizes",
+        type=int,
+        nargs="*",
+        default=[],
+        metavar="N",
+        help="with --approximate: sizes at which only the approximate graph is "
+        "built, its recall checked on --recall-sample rows",
+    )
+    parser.add_argument("--recall-sample", type=int, default=2000)
     return parser.parse_args(argv)
 
 
@@ -392,6 +569,9 @@ def _thread_setting(value: str) -> int | None:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     command = "python " + shlex.join(sys.argv if argv is None else ["", *argv])
+    if args.approximate:
+        main_approximate(args, command)
+        return
     info = machine_info()
     sections = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -323,3 +323,63 @@ def test_bad_inputs():
         cosine_topk(np.ones((2, 2)), np.array([[np.inf, 1.0]]))
     with pytest.raises(ValueError, match="same number of columns"):
         cosine_topk(np.ones((2, 2)), np.ones((2, 3)))
+
+
+def test_recall_at_k():
+    from autoglm_graph.graph import recall_at_k
+
+    exact = cosine_topk(_clustered(40), n_neighbors=4, threshold=0.5)
+    assert recall_at_k(exact, exact) == 1.0
+    half = NeighborGraph(
+        torch.cat([exact.indices[:, :2], torch.full((40, 2), -1)], dim=1),
+        exact.similarities,
+        torch.ones(40, 4, dtype=torch.bool),
+    )
+    wanted = exact.mask
+    expected = float(wanted[:, :2].sum()) / float(wanted.sum())
+    assert recall_at_k(half, exact) == pytest.approx(expected)
+    # Found but masked out does not count; widths may differ.
+    masked = NeighborGraph(exact.indices, exact.similarities, ~exact.mask)
+    assert recall_at_k(masked, exact) == 0.0
+    wider = cosine_topk(_clustered(40), n_neighbors=8)
+    assert recall_at_k(wider, exact) == 1.0
+    with pytest.raises(ValueError, match="same number of query rows"):
+        recall_at_k(cosine_topk(_clustered(10), n_neighbors=2), exact)
+
+
+@pytest.mark.parametrize("backend", ["hnsw", "", None, "Exact"])
+def test_bad_backend(backend):
+    with pytest.raises(ValueError, match="'backend' parameter must be one of"):
+        cosine_topk(np.ones((3, 2)), backend=backend)
+    with pytest.raises(ValueError, match="'backend' parameter"):
+        CosineNeighbors(backend=backend).fit(np.ones((3, 2)))
+
+
+@pytest.mark.parametrize(
+    ("index_params", "match"),
+    [
+        ([("m", 8)], "'index_params' parameter must be None or a dict"),
+        ({"M": 8}, "Unknown key 'M'"),
+        ({"m": 0}, r"index_params\['m'\] must be an int >= 1"),
+        ({"ef_construction": None}, "must be an int >= 1"),
+    ],
+)
+def test_bad_index_params(index_params, match):
+    with pytest.raises(ValueError, match=match):
+        cosine_topk(np.ones((3, 2)), index_params=index_params)
+
+
+def test_auto_backend_small_input_is_exact():
+    X = _clustered(200)
+    auto = cosine_topk(X, n_neighbors=5, backend="auto")
+    torch.testing.assert_close(auto.indices, cosine_topk(X, n_neighbors=5).indices)
+
+
+def test_faiss_backend_without_faiss(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "faiss", None)  # import faiss now fails
+    with pytest.raises(ImportError, match="pip install faiss-cpu"):
+        cosine_topk(_clustered(20), n_neighbors=3, backend="faiss")
+    with pytest.raises(ImportError, match="pip install faiss-cpu"):
+        CosineNeighbors(backend="faiss").fit(_clustered(20))

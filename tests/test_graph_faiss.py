@@ -1,0 +1,225 @@
+"""Tests for the approximate (faiss HNSW) backend of autoglm_graph.graph."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+faiss = pytest.importorskip("faiss")
+
+from autoglm_graph import _faiss  # noqa: E402
+from autoglm_graph.graph import (  # noqa: E402
+    CosineNeighbors,
+    NeighborCache,
+    _resolve_backend,
+    cosine_topk,
+    recall_at_k,
+)
+
+
+def _clustered(n: int, d: int = 16, seed: int = 0) -> np.ndarray:
+    """Gaussian mixture: the easy, tabular-like case."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((20, d)) * 3.0
+    return centres[rng.integers(0, 20, n)] + rng.standard_normal((n, d))
+
+
+def _isotropic(n: int, d: int = 32, seed: int = 0) -> np.ndarray:
+    """Standard Gaussian rows: the hard case for graph indexes."""
+    return np.random.default_rng(seed).standard_normal((n, d))
+
+
+def _has_self(graph, rows: int) -> bool:
+    return bool((graph.indices == torch.arange(rows).unsqueeze(1)).any())
+
+
+@pytest.mark.parametrize("make", [_clustered, _isotropic])
+def test_recall_against_exact(make):
+    X = make(3000)
+    exact = cosine_topk(X, n_neighbors=16)
+    approx = cosine_topk(X, n_neighbors=16, backend="faiss")
+    assert approx.indices.shape == (3000, 16)
+    assert approx.indices.dtype == torch.int64
+    assert approx.similarities.dtype == torch.float32
+    assert approx.mask.all()
+    assert recall_at_k(approx, exact) >= 0.95
+    assert not _has_self(approx, 3000)
+    # Sorted descending, and the similarities are the true cosines of the pairs.
+    assert (approx.similarities[:, :-1] >= approx.similarities[:, 1:]).all()
+    Xn = torch.nn.functional.normalize(torch.as_tensor(X, dtype=torch.float32))
+    true = (Xn.unsqueeze(1) * Xn[approx.indices]).sum(-1)
+    torch.testing.assert_close(approx.similarities, true, atol=1e-5, rtol=0)
+
+
+def test_query_vs_base_recall():
+    X, Y = _isotropic(200, seed=1), _isotropic(3000, seed=2)
+    exact = cosine_topk(X, Y, n_neighbors=8)
+    approx = cosine_topk(X, Y, n_neighbors=8, backend="faiss")
+    assert recall_at_k(approx, exact) >= 0.95
+
+
+def test_self_never_listed_with_duplicates():
+    X = _clustered(100)
+    X = np.concatenate([X, X])  # row i and row i + 100 are identical
+    graph = cosine_topk(X, n_neighbors=3, backend="faiss")
+    assert not _has_self(graph, 200)
+    np.testing.assert_array_equal(
+        graph.indices[:, 0].numpy(), (np.arange(200) + 100) % 200
+    )
+    # Forty copies of one row: self is often crowded out of the k + 1 found.
+    same = np.ones((40, 4))
+    graph = cosine_topk(same, n_neighbors=5, backend="faiss")
+    assert graph.n_neighbors == 5
+    assert not _has_self(graph, 40)
+
+
+def test_exclude_self_false_and_explicit_base():
+    X = _clustered(300)
+    included = cosine_topk(X, n_neighbors=3, exclude_self=False, backend="faiss")
+    np.testing.assert_array_equal(included.indices[:, 0].numpy(), np.arange(300))
+    explicit = cosine_topk(X, X.copy(), n_neighbors=3, exclude_self=True)
+    assert not _has_self(explicit, 300)
+
+
+@pytest.mark.parametrize("tau", [-1.0, 0.5, 0.9, 1.5])
+def test_threshold_mask_semantics(tau):
+    X = _clustered(500)
+    graph = cosine_topk(X, n_neighbors=8, threshold=tau, backend="faiss")
+    torch.testing.assert_close(graph.mask, graph.similarities >= tau)
+    plain = cosine_topk(X, n_neighbors=8, backend="faiss")
+    torch.testing.assert_close(graph.indices, plain.indices)
+    torch.testing.assert_close(graph.similarities, plain.similarities)
+
+
+def test_width_clipped_when_k_exceeds_base_rows():
+    X, Y = _clustered(6, seed=1), _clustered(4, seed=2)
+    graph = cosine_topk(X, Y, n_neighbors=10, backend="faiss")
+    assert graph.n_neighbors == 4
+    assert graph.mask.all()
+    assert (graph.indices.sort(dim=1).values == torch.arange(4)).all()
+    own = cosine_topk(X, n_neighbors=10, backend="faiss")
+    assert own.n_neighbors == 5
+    assert own.mask.all() and not _has_self(own, 6)
+    empty = cosine_topk(np.ones((1, 3)), n_neighbors=4, backend="faiss")
+    assert empty.indices.shape == empty.mask.shape == (1, 0)
+
+
+def test_missing_results_are_masked_and_last():
+    # faiss pads with id -1 when it finds fewer than k rows.
+    ids = np.array([[0, 2, 5, -1], [3, 4, -1, -1], [-1, -1, -1, -1]])
+    dist = np.array(
+        [[1.0, 0.5, 0.7, -3e38], [0.9, 0.8, -3e38, -3e38], [-3e38] * 4],
+        dtype=np.float32,
+    )
+    sim, idx = _faiss.finish(*_faiss.drop_self(dist, ids, 3), "cpu", torch.float64)
+    assert sim.dtype == torch.float64
+    # Row 0 drops itself; row 1 lacks itself, so drops its last (a -1).
+    assert idx.tolist() == [[5, 2, -1], [3, 4, -1], [-1, -1, -1]]
+    assert sim[0].tolist()[:2] == [pytest.approx(0.7), 0.5]
+    assert torch.isneginf(sim[idx < 0]).all()
+
+
+def test_missing_results_reach_the_mask(monkeypatch):
+    def fake_search(self, queries, k, exclude_self):
+        n = queries.shape[0]
+        # Two neighbours found (never the row itself), then -1 padding.
+        ids = np.full((n, k + int(exclude_self)), -1)
+        ids[:, 0], ids[:, 1] = (np.arange(n) + 1) % n, (np.arange(n) + 2) % n
+        dist = np.where(ids < 0, -3e38, 0.5).astype(np.float32)
+        if exclude_self:
+            dist, ids = _faiss.drop_self(dist, ids, k)
+        return _faiss.finish(dist, ids, queries.device, queries.dtype)
+
+    monkeypatch.setattr(_faiss.HNSWIndex, "search", fake_search)
+    graph = cosine_topk(_clustered(10), n_neighbors=3, backend="faiss")
+    assert graph.indices[:, -1].tolist() == [-1] * 10
+    assert not graph.mask[:, -1].any() and graph.mask[:, :-1].all()
+    thresholded = cosine_topk(
+        _clustered(10), n_neighbors=3, threshold=-10.0, backend="faiss"
+    )
+    assert not thresholded.mask[:, -1].any()
+    edge_index, _ = graph.to_edge_index()
+    assert edge_index.shape == (2, 20) and (edge_index >= 0).all()
+
+
+def test_dtype_device_and_detach():
+    X = torch.randn(400, 8, dtype=torch.float64, requires_grad=True)
+    graph = cosine_topk(X, n_neighbors=4, dtype=torch.float64, backend="faiss")
+    assert graph.similarities.dtype == torch.float64
+    assert not graph.similarities.requires_grad
+    assert graph.indices.device == X.device
+
+
+def test_auto_backend_choice(monkeypatch):
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert _resolve_backend("auto", 1000, 1000, cpu) == "exact"
+    assert _resolve_backend("auto", 10**6, 10**6, cpu) == "faiss"
+    assert _resolve_backend("auto", 10, 10**6, cpu) == "exact"  # few queries
+    assert _resolve_backend("auto", 10**6, 10**6, cuda) == "exact"
+    assert _resolve_backend("auto", 2 * 10**7, 2 * 10**7, cuda) == "faiss"
+    monkeypatch.setattr(_faiss, "faiss_available", lambda: False)
+    assert _resolve_backend("auto", 10**6, 10**6, cpu) == "exact"
+
+
+def test_auto_small_input_is_exact():
+    X = _isotropic(500)
+    auto = cosine_topk(X, n_neighbors=5, backend="auto")
+    exact = cosine_topk(X, n_neighbors=5)
+    torch.testing.assert_close(auto.indices, exact.indices)
+    torch.testing.assert_close(auto.similarities, exact.similarities)
+    assert CosineNeighbors(backend="auto").fit(X).backend_ == "exact"
+
+
+def test_index_params_are_used():
+    X = _isotropic(2000)
+    exact = cosine_topk(X, n_neighbors=16)
+    weak = cosine_topk(
+        X,
+        n_neighbors=16,
+        backend="faiss",
+        index_params={"m": 4, "ef_construction": 8, "ef_search": 1},
+    )
+    assert recall_at_k(weak, exact) < 0.95  # a tiny graph misses neighbours
+    assert weak.mask.all()  # efSearch is raised to k + 1, so all k are found
+
+
+def test_cosine_neighbors_faiss_builds_index_once(monkeypatch):
+    X, Q = _isotropic(2000, seed=1), _isotropic(50, seed=2)
+    built = []
+    original = _faiss.HNSWIndex.__init__
+
+    def counting_init(self, *args, **kwargs):
+        built.append(1)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(_faiss.HNSWIndex, "__init__", counting_init)
+    nn = CosineNeighbors(n_neighbors=8, threshold=0.3, backend="faiss").fit(X)
+    assert nn.backend_ == "faiss" and nn.index_ is not None
+    own, queries = nn.kneighbors(), nn.kneighbors(Q, n_neighbors=4)
+    assert len(built) == 1
+    assert not _has_self(own, 2000)
+    assert recall_at_k(own, cosine_topk(X, n_neighbors=8, threshold=0.3)) >= 0.95
+    assert queries.n_neighbors == 4
+    assert recall_at_k(queries, cosine_topk(Q, X, n_neighbors=4)) >= 0.95
+    torch.testing.assert_close(own.mask, own.similarities >= 0.3)
+    restored = pickle.loads(pickle.dumps(nn))
+    torch.testing.assert_close(restored.kneighbors(Q, 4).indices, queries.indices)
+
+
+def test_neighbor_cache_passes_backend():
+    cache = NeighborCache(backend="faiss")
+    X = torch.as_tensor(_clustered(500), dtype=torch.float32)
+    wide = cache.search(X, n_neighbors=8, threshold=None)
+    narrow = cache.search(X, n_neighbors=3, threshold=0.5)
+    assert cache.n_searches == 1
+    assert recall_at_k(wide, cosine_topk(X, n_neighbors=8)) >= 0.95
+    torch.testing.assert_close(narrow.indices, wide.indices[:, :3])
+
+
+def test_faiss_threads_restored():
+    before = faiss.omp_get_max_threads()
+    cosine_topk(_clustered(100), n_neighbors=3, backend="faiss")
+    assert faiss.omp_get_max_threads() == before
