@@ -10,6 +10,7 @@ stopping and pruning are callbacks, not branches inside the loop.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 import warnings
@@ -177,6 +178,9 @@ class Trainer:
     neighbor_cache: NeighborCache | None = None
     #: "fp32", "bf16" or "fp16": autocast of the network (the loss stays fp32).
     precision: str = "fp32"
+    #: Decay of the exponential moving average of the weights that validation
+    #: (hence the kept snapshot and prediction) uses; 0: the raw weights.
+    ema_decay: float = 0.0
 
     # ------------------------------------------------------------------ graph
     def graph_vectors(self, context: Tensor, z: Tensor | None = None) -> Tensor:
@@ -392,6 +396,8 @@ class Trainer:
             return self._fit(train, val)
         finally:
             del self._fit_cache, self._scaler
+            self.__dict__.pop("_ema", None)
+            self.__dict__.pop("_ema_steps", None)
             self.__dict__.pop("_adjacency_cache", None)  # scratch of the loop
 
     def _fit(self, train: RowData, val: RowData | None) -> FittedGraphState | None:
@@ -406,6 +412,11 @@ class Trainer:
             selector = EpochSelector(self._unit_deviance(zero, val), val.weight)
             self.history.append({"epoch": 0, "val_deviance": selector.baseline_value})
         graph = None
+        if self.ema_decay > 0:
+            self._ema = {
+                k: torch.zeros_like(v) for k, v in self.net.state_dict().items()
+            }
+            self._ema_steps = 0
         bar = tqdm(
             range(1, self.max_epochs + 1), disable=not self.verbose, desc="epochs"
         )
@@ -425,7 +436,10 @@ class Trainer:
                 validate = partial(self._validate, train, val, selector, graph, logs)
             # Without dropout the training forward *is* the evaluation forward:
             # validate on its states (the weights before this epoch's step).
-            reuse = validate is not None and self.net.dropout == 0
+            # (With weight averaging validation needs the averaged weights.)
+            reuse = (
+                validate is not None and self.net.dropout == 0 and self.ema_decay <= 0
+            )
             loss, train_dev = self._train_step(
                 optimizer, train, graph, before_step=validate if reuse else None
             )
@@ -437,8 +451,11 @@ class Trainer:
                     "learning_rate or raise local_penalty."
                 )
             logs.update(train_loss=loss, train_deviance=train_dev)
+            if self.ema_decay > 0:
+                self._update_ema()
             if validate is not None and "val_deviance" not in logs:
-                validate(self.source_states(train, graph))
+                with self._ema_weights():
+                    validate(self.source_states(train, graph))
             logs["seconds"] = time.perf_counter() - start
             self.history.append(logs)
             bar.set_postfix({k: f"{v:.4g}" for k, v in logs.items() if "deviance" in k})
@@ -448,6 +465,32 @@ class Trainer:
         if selector is None:
             return self._snapshot(graph, epoch)
         return selector.select()
+
+    @torch.no_grad()
+    def _update_ema(self) -> None:
+        decay = self.ema_decay
+        for key, value in self.net.state_dict().items():
+            self._ema[key].mul_(decay).add_(value, alpha=1 - decay)
+        self._ema_steps += 1
+
+    @contextlib.contextmanager
+    def _ema_weights(self):
+        """The averaged weights in place of the raw ones, inside the block.
+
+        The average starts from zero and is divided by ``1 - decay**t`` (as
+        Adam's moments are), so it averages the weights after each step only,
+        not the initial ones: short trainings are not pulled back to the start.
+        """
+        if self.ema_decay <= 0:
+            yield
+            return
+        raw = {k: v.detach().clone() for k, v in self.net.state_dict().items()}
+        correction = 1.0 - self.ema_decay**self._ema_steps
+        self.net.load_state_dict({k: v / correction for k, v in self._ema.items()})
+        try:
+            yield
+        finally:
+            self.net.load_state_dict(raw)
 
     @torch.no_grad()
     def _validate(self, train, val, selector, graph, logs, states) -> None:

@@ -180,7 +180,7 @@ def test_reduced_precision_on_cpu_is_finite_and_close(poisson_data, precision):
 
 
 def test_non_finite_bf16_loss_falls_back_to_fp32(poisson_data):
-    model = _fit(poisson_data, precision="bf16", max_epochs=2)
+    model = _fit(poisson_data, precision="bf16")
     trainer = model._trainer
     trainer.precision = "bf16"
     trainer._scaler = torch.amp.GradScaler("cpu", enabled=False)
