@@ -387,6 +387,12 @@ def graphglm_global(task: Task):
     return GraphGLMModel(task, local_penalty=np.inf)
 
 
+def graphglm_bf16(task: Task):
+    """GraphGLM with ``precision="bf16"`` (autocast; run on request only)."""
+    params = {"max_epochs": 30} if task.quick else {}
+    return GraphGLMModel(task, precision="bf16", **params)
+
+
 def glum_glm(task: Task):
     """glum's GLM of the family, same L2 penalty scaling (``l1_ratio=0``)."""
     import glum
@@ -493,6 +499,9 @@ MODELS: dict[str, Callable[[Task], object]] = {
     "contextualized": contextualized,
 }
 """Model name -> factory ``Task -> adapter``."""
+
+EXTRA_MODELS: dict[str, Callable[[Task], object]] = {"graphglm_bf16": graphglm_bf16}
+"""Models run only when named with ``--models`` (not in the default set)."""
 
 REQUIRES: dict[str, str] = {
     "glum": "glum",

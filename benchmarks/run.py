@@ -49,6 +49,7 @@ from autoglm_graph import get_family
 from autoglm_graph.datasets import get_card, list_datasets, load_dataset
 
 RESULTS = Path(__file__).resolve().parent / "results"
+all_models = {**bench_models.MODELS, **bench_models.EXTRA_MODELS}
 DEFAULT_SUITES = ("core", "synthetic")
 QUICK_DATASETS = ("diabetes", "synthetic_poisson", "synthetic_binomial", "affairs")
 QUICK_MAX_ROWS = 1500
@@ -191,7 +192,7 @@ def run_model(model: str, task: bench_models.Task, ds, family) -> dict:
     """
     n_classes = None if ds.classes is None else len(ds.classes)
     try:
-        adapter = bench_models.MODELS[model](task)
+        adapter = all_models[model](task)
         start = time.perf_counter()
         adapter.fit(ds.X_train, ds.y_train, ds.offset_train, groups=ds.groups_train)
         fit_s = time.perf_counter() - start
@@ -346,7 +347,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--models",
         nargs="+",
         default=list(bench_models.MODELS),
-        choices=list(bench_models.MODELS),
+        choices=[*bench_models.MODELS, *bench_models.EXTRA_MODELS],
         metavar="MODEL",
         help="models to compare (default: all of "
         + ", ".join(bench_models.MODELS)
@@ -441,7 +442,7 @@ def main(argv: list[str] | None = None) -> dict:
         "datasets": datasets,
         "models": models,
         "model_descriptions": {
-            m: (bench_models.MODELS[m].__doc__ or "").strip().split("\n")[0]
+            m: (all_models[m].__doc__ or "").strip().split("\n")[0]
             for m in models
         },
         "notes": notes,

@@ -196,3 +196,15 @@ def test_non_finite_bf16_loss_falls_back_to_fp32(poisson_data):
 def test_bad_precision_raises():
     with pytest.raises(ValueError, match="precision"):
         GraphGLMRegressor(precision="fp8").fit(np.ones((20, 2)), np.ones(20))
+
+
+def test_minibatch_reaches_full_batch_deviance(poisson_data):
+    _, _, X_test, y_test = poisson_data
+    full = _fit(poisson_data)
+    mini = _fit(poisson_data, batch_size=128)
+    glm = _fit(poisson_data, local_penalty=np.inf)
+    assert not mini.is_global_only_
+    full_score, mini_score = full.score(X_test, y_test), mini.score(X_test, y_test)
+    # Both learn well beyond the global GLM, and land close to each other.
+    assert mini_score > glm.score(X_test, y_test) + 0.05
+    assert mini_score == pytest.approx(full_score, abs=0.05)
