@@ -174,9 +174,8 @@ def fit_one(config: dict) -> dict:
         max_epochs=config["max_epochs"],
         device=config["device"],
         batch_size=config["batch_size"],
+        graph_backend=config["backend"],
     )
-    if "graph_backend" in GraphGLMRegressor().get_params():
-        params["graph_backend"] = config["backend"]
     if family in ("binomial", "multinomial"):
         model = GraphGLMClassifier(**params)
     else:
