@@ -86,7 +86,7 @@ def fit_global_glm(
     GlobalGLM
     """
     n_samples, n_features = X.shape
-    Xt = torch.tensor(X, dtype=torch.float64)
+    Xt = torch.as_tensor(X, dtype=torch.float64)  # read only: no copy needed
     yt = torch.tensor(y, dtype=torch.float64)
     w = np.ones(n_samples) if sample_weight is None else sample_weight
     wt = torch.as_tensor(w / w.sum(), dtype=torch.float64)

@@ -237,7 +237,7 @@ class _BaseGraphGLM(BaseEstimator):
         design = self.preprocessor_.fit_transform(X)
         self.feature_names_out_ = self.preprocessor_.get_feature_names_out()
         glm = fit_global_glm(
-            design.astype(np.float64),
+            design.astype(np.float64, copy=False),
             y_model,
             family,
             n_outputs=self._n_outputs,
@@ -316,6 +316,7 @@ class _BaseGraphGLM(BaseEstimator):
         val = None
         if val_pos is not None and len(val_pos):
             val = rows.subset(torch.as_tensor(val_pos, device=self.device_))
+        del rows  # the subsets are copies; at 1M rows this frees ~0.5 GiB
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             trainer = self._make_trainer(design.shape[1], train)
@@ -395,9 +396,11 @@ class _BaseGraphGLM(BaseEstimator):
             targets = outcome_features(
                 self.family_, y_model, eta_global, sample_weight, train_pos
             )
+        # The design is also the network's context: one tensor serves both.
+        matrix = as_tensor(design)
         return RowData(
-            context=as_tensor(design),
-            design=as_tensor(design),
+            context=matrix,
+            design=matrix,
             y=as_tensor(y_model),
             weight=as_tensor(sample_weight),
             eta_global=as_tensor(eta_global),
@@ -406,7 +409,7 @@ class _BaseGraphGLM(BaseEstimator):
 
     def _global_eta(self, design: np.ndarray, offset) -> np.ndarray:
         glm = self.global_glm_
-        eta = design.astype(np.float64) @ glm.coef.T + glm.intercept
+        eta = design.astype(np.float64, copy=False) @ glm.coef.T + glm.intercept
         if offset is not None:
             eta = eta + offset[:, None]
         return eta

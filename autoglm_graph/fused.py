@@ -9,8 +9,9 @@ it back, which on a CPU costs more than everything else in a training step
 Here the attention logits are computed on the ``[n, k, heads]`` layout (small:
 one number per edge and head), and the weighted sum of neighbour states is a
 sparse-matrix product: per head, the attention weights are the values of a CSR
-matrix whose row pointers are simply ``0, k, 2k, ...``. The heads are stacked
-block-diagonally so that one ``spmm`` does them all. Its backward is written by
+matrix whose row pointers are simply ``0, k, 2k, ...``. All heads share one
+CSR structure (int32 indices where they fit), so that the structure costs
+``n * k`` indices whatever the number of heads. Its backward is written by
 hand (:class:`_AttentionAggregate`), because autograd through a CSR product
 densifies the gradient of the sparse values: the gradient of the states is the
 transposed product (its structure is built once per graph) and that of the
@@ -48,7 +49,7 @@ class FixedDegreeAdjacency:
 
     Notes
     -----
-    The CSR structures (block-diagonal over heads) are built on first use and
+    The CSR structures (shared by the heads) are built on first use and
     kept, so a graph reused across epochs pays for them once.
     """
 
@@ -67,39 +68,40 @@ class FixedDegreeAdjacency:
     def k(self) -> int:
         return int(self.indices.shape[1])
 
-    def structure(self, heads: int) -> tuple[Tensor, Tensor]:
-        """``(crow, col)`` of the block-diagonal matrix over ``heads`` heads.
+    def structure(self) -> tuple[Tensor, Tensor]:
+        """``(crow, col)`` of the ``[n_dst, n_src]`` CSR matrix, shared by all heads.
 
-        Block ``h`` maps destination ``i`` to source ``j`` at row ``h * n_dst + i``
-        and column ``h * n_src + j``; entries are ordered head, row, rank.
+        Row ``i`` holds its ``k`` neighbours in rank order. Indices are int32
+        where they fit (half the memory of int64, and faster ``spmm``).
         """
-        key = ("forward", heads)
-        if key not in self._structures:
-            device = self.indices.device
-            n, k, m = self.n_dst, self.k, self.n_src
-            offsets = torch.arange(heads, device=device).view(heads, 1, 1)
-            col = (self.indices.unsqueeze(0) + offsets * m).reshape(-1)
-            crow = torch.arange(heads * n + 1, device=device) * k
-            self._structures[key] = (crow, col)
-        return self._structures[key]
+        if "forward" not in self._structures:
+            n, k = self.n_dst, self.k
+            dtype = _index_dtype(n * k, self.n_src)
+            col = self.indices.reshape(-1).to(dtype)
+            crow = torch.arange(n + 1, device=col.device, dtype=dtype) * k
+            self._structures["forward"] = (crow, col)
+        return self._structures["forward"]
 
-    def transpose(self, heads: int) -> tuple[Tensor, Tensor, Tensor]:
+    def transpose(self) -> tuple[Tensor, Tensor, Tensor]:
         """``(crow, col, perm)`` of the transpose; its values are ``values[perm]``.
 
         Only training needs it (the backward pass), so it is built on demand.
         """
-        key = ("transpose", heads)
-        if key not in self._structures:
-            _, col = self.structure(heads)
-            device = col.device
-            perm = torch.argsort(col, stable=True)
-            rows = torch.arange(heads * self.n_dst, device=device)
+        if "transpose" not in self._structures:
+            _, col = self.structure()
+            perm = torch.argsort(col, stable=True).to(col.dtype)
+            rows = torch.arange(self.n_dst, device=col.device, dtype=col.dtype)
             t_col = rows.repeat_interleave(self.k)[perm]
-            n_cols = heads * self.n_src
-            t_crow = torch.zeros(n_cols + 1, dtype=torch.long, device=device)
-            t_crow[1:] = torch.bincount(col, minlength=n_cols).cumsum(0)
-            self._structures[key] = (t_crow, t_col, perm)
-        return self._structures[key]
+            t_crow = torch.zeros(self.n_src + 1, dtype=col.dtype, device=col.device)
+            t_crow[1:] = torch.bincount(col, minlength=self.n_src).cumsum(0)
+            self._structures["transpose"] = (t_crow, t_col, perm)
+        return self._structures["transpose"]
+
+
+def _index_dtype(n_entries: int, n_cols: int) -> torch.dtype:
+    """int32 for CSR indices when every index fits in it, else int64."""
+    limit = torch.iinfo(torch.int32).max
+    return torch.int32 if max(n_entries, n_cols) < limit else torch.int64
 
 
 def _csr(crow: Tensor, col: Tensor, values: Tensor, shape: tuple[int, int]) -> Tensor:
@@ -111,44 +113,109 @@ def _csr(crow: Tensor, col: Tensor, values: Tensor, shape: tuple[int, int]) -> T
 
 
 class _AttentionAggregate(torch.autograd.Function):
-    """``out[h*n + i] = sum_r alpha[h, i, r] * x[h*m + index[i, r]]``."""
+    """``out[h, i] = sum_r alpha[h, i, r] * x[h, index[i, r]]``, per head."""
 
     @staticmethod
-    def forward(ctx, alpha: Tensor, x: Tensor, adjacency, heads: int) -> Tensor:
-        crow, col = adjacency.structure(heads)
-        n, m = adjacency.n_dst, adjacency.n_src
-        matrix = _csr(crow, col, alpha.reshape(-1), (heads * n, heads * m))
+    def forward(ctx, alpha: Tensor, x: Tensor, adjacency) -> Tensor:
+        crow, col = adjacency.structure()
+        shape = (adjacency.n_dst, adjacency.n_src)
         ctx.save_for_backward(alpha, x)
-        ctx.adjacency, ctx.heads = adjacency, heads
+        ctx.adjacency = adjacency
         # Sparse products exist in float32 only (no bf16/fp16 CSR kernels).
         with torch.autocast(x.device.type, enabled=False):
-            return matrix @ x
+            return torch.stack(
+                [
+                    _csr(crow, col, a.reshape(-1), shape) @ xh
+                    for a, xh in zip(alpha, x, strict=True)
+                ]
+            )
 
     @staticmethod
     def backward(ctx, grad_out: Tensor):
-        device_type = ctx.saved_tensors[1].device.type
-        with torch.autocast(device_type, enabled=False):
-            return _AttentionAggregate._grads(ctx, grad_out.contiguous().float())
+        # Unpacked once: activation checkpointing allows a single unpack.
+        alpha, x = ctx.saved_tensors
+        with torch.autocast(x.device.type, enabled=False):
+            return _AttentionAggregate._grads(
+                ctx, alpha, x, grad_out.contiguous().float()
+            )
 
     @staticmethod
-    def _grads(ctx, grad_out: Tensor):
-        alpha, x = ctx.saved_tensors
-        adjacency, heads = ctx.adjacency, ctx.heads
-        crow, col = adjacency.structure(heads)
+    def _grads(ctx, alpha: Tensor, x: Tensor, grad_out: Tensor):
+        adjacency = ctx.adjacency
+        crow, col = adjacency.structure()
         n, m = adjacency.n_dst, adjacency.n_src
         grad_alpha = grad_x = None
         if ctx.needs_input_grad[0]:
-            zeros = torch.zeros_like(alpha.reshape(-1))
-            pattern = _csr(crow, col, zeros, (heads * n, heads * m))
-            sampled = torch.sparse.sampled_addmm(pattern, grad_out, x.t())
-            grad_alpha = sampled.values().view_as(alpha)
+            pattern = _csr(crow, col, alpha.new_zeros(n * adjacency.k), (n, m))
+            grad_alpha = torch.stack(
+                [
+                    torch.sparse.sampled_addmm(pattern, g, xh.t()).values()
+                    for g, xh in zip(grad_out, x, strict=True)
+                ]
+            ).view_as(alpha)
         if ctx.needs_input_grad[1]:
-            t_crow, t_col, t_perm = adjacency.transpose(heads)
-            transpose = _csr(
-                t_crow, t_col, alpha.reshape(-1)[t_perm], (heads * m, heads * n)
+            t_crow, t_col, t_perm = adjacency.transpose()
+            grad_x = torch.stack(
+                [
+                    _csr(t_crow, t_col, a.reshape(-1)[t_perm], (m, n)) @ g
+                    for a, g in zip(alpha, grad_out, strict=True)
+                ]
             )
-            grad_x = transpose @ grad_out
-        return grad_alpha, grad_x, None, None
+        return grad_alpha, grad_x, None
+
+
+class _AttentionWeights(torch.autograd.Function):
+    """GATConv's attention weights on the ``[n, k, heads]`` layout, fused.
+
+    ``alpha = softmax_k(leaky_relu(score_src[index] + score_dst + sim * w_edge))``
+    over each row's unmasked neighbours (zero where masked, and on a row
+    without neighbours). Autograd through the unfused expression keeps five
+    ``[n, k, heads]`` tensors per layer; this keeps ``alpha`` and one sign bit
+    per entry, and writes the backward by hand.
+    """
+
+    @staticmethod
+    def forward(ctx, score_src, score_dst, edge_weight, adjacency, negative_slope):
+        with torch.autocast(score_src.device.type, enabled=False):
+            logits = score_src.float()[adjacency.indices]
+            logits += score_dst.float().unsqueeze(1)
+            logits += adjacency.similarities.unsqueeze(-1).float() * edge_weight.float()
+            positive = logits > 0
+            logits = F.leaky_relu(logits, negative_slope)
+            mask = adjacency.mask.unsqueeze(-1)
+            logits.masked_fill_(~mask, float("-inf"))
+            # A row without real neighbours has only -inf logits, whose softmax
+            # is NaN; the fill zeroes it (GATConv sends such a row no message).
+            alpha = torch.softmax(logits, dim=1).masked_fill_(~mask, 0.0)
+        ctx.save_for_backward(alpha, positive)
+        ctx.adjacency, ctx.negative_slope = adjacency, negative_slope
+        ctx.dtypes = (score_src.dtype, score_dst.dtype, edge_weight.dtype)
+        ctx.n_src = score_src.shape[0]
+        return alpha
+
+    @staticmethod
+    def backward(ctx, grad_alpha: Tensor):
+        alpha, positive = ctx.saved_tensors
+        adjacency = ctx.adjacency
+        grad_alpha = grad_alpha.float()
+        # Softmax backward, then leaky_relu's slope (masked entries have alpha 0).
+        grad = alpha * (grad_alpha - (alpha * grad_alpha).sum(dim=1, keepdim=True))
+        grad = torch.where(positive, grad, grad * ctx.negative_slope)
+        heads = grad.shape[-1]
+        grad_src = grad.new_zeros(ctx.n_src, heads).index_add_(
+            0, adjacency.indices.reshape(-1), grad.reshape(-1, heads)
+        )
+        grad_dst = grad.sum(dim=1)
+        similarities = adjacency.similarities.unsqueeze(-1).float()
+        grad_edge = (grad * similarities).sum(dim=(0, 1))
+        src_dtype, dst_dtype, edge_dtype = ctx.dtypes
+        return (
+            grad_src.to(src_dtype),
+            grad_dst.to(dst_dtype),
+            grad_edge.to(edge_dtype),
+            None,
+            None,
+        )
 
 
 def fixed_degree_gat(
@@ -189,24 +256,15 @@ def fixed_degree_gat(
     # the similarity times one weight per head.
     edge_weight = conv.lin_edge.weight.view(heads, channels) * conv.att_edge[0]
     edge_weight = edge_weight.sum(dim=-1)
-    logits = (
-        score_src[adjacency.indices]
-        + score_dst.unsqueeze(1)
-        + adjacency.similarities.unsqueeze(-1).to(score_src.dtype) * edge_weight
+    alpha = _AttentionWeights.apply(
+        score_src, score_dst, edge_weight, adjacency, conv.negative_slope
     )
-    logits = F.leaky_relu(logits, conv.negative_slope)
-    mask = adjacency.mask.unsqueeze(-1)
-    logits = logits.masked_fill(~mask, float("-inf"))
-    # A row without real neighbours has only -inf logits, whose softmax is NaN;
-    # the fill zeroes it (GATConv sends such a row no message) and its backward
-    # zeroes the NaN gradients.
-    alpha = torch.softmax(logits, dim=1).masked_fill(~mask, 0.0)
     alpha = F.dropout(alpha, p=conv.dropout, training=conv.training)
-    states = h_src.permute(1, 0, 2).reshape(heads * m, channels)
+    states = h_src.permute(1, 0, 2).contiguous()  # [heads, m, channels]
     aggregated = _AttentionAggregate.apply(
-        alpha.permute(2, 0, 1).contiguous().float(), states.float(), adjacency, heads
+        alpha.permute(2, 0, 1).contiguous().float(), states.float(), adjacency
     ).to(h_src.dtype)
-    out = aggregated.view(heads, n, channels).permute(1, 0, 2).reshape(n, -1)
+    out = aggregated.permute(1, 0, 2).reshape(n, -1)
     if conv.bias is not None:
         out = out + conv.bias
     if return_attention:

@@ -48,7 +48,16 @@ class RowData:
     group: Tensor | None = None
 
     def subset(self, index: Tensor) -> RowData:
-        pick = lambda t: None if t is None else t[index]  # noqa: E731
+        """The rows at ``index``; fields that share one tensor still share one."""
+        picked: dict[int, Tensor] = {}
+
+        def pick(t: Tensor | None) -> Tensor | None:
+            if t is None:
+                return None
+            if id(t) not in picked:
+                picked[id(t)] = t[index]
+            return picked[id(t)]
+
         return RowData(*(pick(getattr(self, f)) for f in self.__dataclass_fields__))
 
 
