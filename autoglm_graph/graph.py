@@ -310,9 +310,14 @@ class NeighborCache:
     Parameters
     ----------
     max_entries : int, default=8
-        Row-set pairs kept; the oldest is dropped first.
+        Row-set pairs kept, and approximate indexes kept; the oldest is dropped
+        first.
     backend : {"exact", "faiss", "auto"}, default="exact"
-        Search backend, as in :func:`cosine_topk`.
+        Search backend, as in :func:`cosine_topk`. An approximate (faiss) index
+        over a set of base rows is built once and kept: later searches among
+        the same rows (validation rows among the training rows after the
+        training rows among themselves) reuse it, and :meth:`index_for` hands
+        it on (to prediction).
     index_params : dict, default=None
         HNSW parameters of the faiss backend, as in :func:`cosine_topk`.
 
@@ -340,6 +345,7 @@ class NeighborCache:
         self.index_params = index_params
         self.n_searches = 0
         self._entries: dict = {}
+        self._indexes: dict = {}
 
     @staticmethod
     def _key(X: torch.Tensor) -> tuple:
@@ -359,20 +365,9 @@ class NeighborCache:
         key = (self._key(X), None if Y is None else self._key(Y))
         graph = self._entries.get(key)
         if graph is None or graph.n_neighbors < n_neighbors:
-            graph = cosine_topk(
-                X,
-                Y,
-                n_neighbors=n_neighbors,
-                device=X.device,
-                dtype=X.dtype,
-                backend=self.backend,
-                index_params=self.index_params,
-            )
+            graph = self._search(X, Y, n_neighbors, key[1] or key[0])
             self.n_searches += 1
-            self._entries.pop(key, None)
-            self._entries[key] = graph
-            while len(self._entries) > self.max_entries:
-                self._entries.pop(next(iter(self._entries)))
+            _put_bounded(self._entries, key, graph, self.max_entries)
         k = min(n_neighbors, graph.n_neighbors)
         similarities = graph.similarities[:, :k]
         mask = graph.mask[:, :k]
@@ -381,6 +376,43 @@ class NeighborCache:
         return NeighborGraph(
             indices=graph.indices[:, :k], similarities=similarities, mask=mask
         )
+
+    def index_for(self, Y: torch.Tensor) -> CosineNeighbors | None:
+        """The approximate index a search built over rows ``Y``, if any.
+
+        It is a fitted :class:`CosineNeighbors` without threshold.
+        """
+        return self._indexes.get(self._key(Y))
+
+    def _search(self, X, Y, n_neighbors: int, base_key: tuple) -> NeighborGraph:
+        base = X if Y is None else Y
+        index = self._indexes.get(base_key)
+        if index is None:
+            backend = _resolve_backend(
+                self.backend, X.shape[0], base.shape[0], X.device
+            )
+            if backend == "faiss":
+                index = CosineNeighbors(
+                    n_neighbors,
+                    device=X.device,
+                    dtype=X.dtype,
+                    backend="faiss",
+                    index_params=self.index_params,
+                ).fit(base)
+                _put_bounded(self._indexes, base_key, index, self.max_entries)
+        if index is not None:
+            return index.kneighbors(None if Y is None else X, n_neighbors)
+        return cosine_topk(
+            X, Y, n_neighbors=n_neighbors, device=X.device, dtype=X.dtype
+        )
+
+
+def _put_bounded(entries: dict, key, value, max_entries: int) -> None:
+    """Insert ``entries[key] = value`` as the newest; drop the oldest beyond max."""
+    entries.pop(key, None)
+    entries[key] = value
+    while len(entries) > max_entries:
+        entries.pop(next(iter(entries)))
 
 
 class CosineNeighbors(BaseEstimator):

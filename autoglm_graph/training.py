@@ -211,7 +211,11 @@ class Trainer:
         if cache is None and base is not None:
             # Prediction: the training rows are fixed, so their search index
             # (an HNSW index for the faiss backend) is built once and kept.
-            return self._base_index(base).kneighbors(queries)
+            graph = self._base_index(base).kneighbors(queries, self.graph.n_neighbors)
+            if self.graph.threshold is None:
+                return graph
+            mask = graph.mask & (graph.similarities >= self.graph.threshold)
+            return dataclasses.replace(graph, mask=mask)
         return cosine_topk(
             queries,
             base,
@@ -227,7 +231,6 @@ class Trainer:
         if cached is None or cached[0] is not base:
             index = CosineNeighbors(
                 self.graph.n_neighbors,
-                self.graph.threshold,
                 device=base.device,
                 dtype=base.dtype,
                 backend=self.graph.backend,
@@ -404,6 +407,13 @@ class Trainer:
         try:
             return self._fit(train, val)
         finally:
+            if self.graph.space == "input":
+                # Prediction searches the same training rows: an approximate
+                # index the fit built over them is kept for it (at 1M rows its
+                # build takes minutes).
+                index = self._fit_cache.index_for(train.context)
+                if index is not None:
+                    self._index_cache = (train.context, index)
             del self._fit_cache, self._scaler
             self.__dict__.pop("_ema", None)
             self.__dict__.pop("_ema_steps", None)

@@ -186,8 +186,7 @@ def test_index_params_are_used():
     assert weak.mask.all()  # efSearch is raised to k + 1, so all k are found
 
 
-def test_cosine_neighbors_faiss_builds_index_once(monkeypatch):
-    X, Q = _isotropic(2000, seed=1), _isotropic(50, seed=2)
+def _count_index_builds(monkeypatch) -> list:
     built = []
     original = _faiss.HNSWIndex.__init__
 
@@ -196,6 +195,12 @@ def test_cosine_neighbors_faiss_builds_index_once(monkeypatch):
         original(self, *args, **kwargs)
 
     monkeypatch.setattr(_faiss.HNSWIndex, "__init__", counting_init)
+    return built
+
+
+def test_cosine_neighbors_faiss_builds_index_once(monkeypatch):
+    X, Q = _isotropic(2000, seed=1), _isotropic(50, seed=2)
+    built = _count_index_builds(monkeypatch)
     nn = CosineNeighbors(n_neighbors=8, threshold=0.3, backend="faiss").fit(X)
     assert nn.backend_ == "faiss" and nn.index_ is not None
     own, queries = nn.kneighbors(), nn.kneighbors(Q, n_neighbors=4)
@@ -217,6 +222,44 @@ def test_neighbor_cache_passes_backend():
     assert cache.n_searches == 1
     assert recall_at_k(wide, cosine_topk(X, n_neighbors=8)) >= 0.95
     torch.testing.assert_close(narrow.indices, wide.indices[:, :3])
+
+
+def test_neighbor_cache_reuses_one_index_per_base(monkeypatch):
+    built = _count_index_builds(monkeypatch)
+    cache = NeighborCache(backend="faiss")
+    X = torch.as_tensor(_clustered(600), dtype=torch.float32)
+    V = torch.as_tensor(_clustered(80, seed=3), dtype=torch.float32)
+    own = cache.search(X, n_neighbors=6, threshold=None)
+    val = cache.search(V, X, n_neighbors=6, threshold=0.2)
+    assert len(built) == 1 and cache.n_searches == 2
+    assert not _has_self(own, 600)
+    assert recall_at_k(val, cosine_topk(V, X, n_neighbors=6, threshold=0.2)) >= 0.95
+    index = cache.index_for(X)
+    assert isinstance(index, CosineNeighbors) and index.threshold is None
+    assert cache.index_for(V) is None
+    # The exact backend keeps no index.
+    exact = NeighborCache(backend="exact")
+    exact.search(X, n_neighbors=6, threshold=None)
+    assert exact.index_for(X) is None and len(built) == 1
+
+
+def test_fit_hands_its_index_to_prediction(monkeypatch):
+    from autoglm_graph import GraphGLMRegressor
+    from autoglm_graph.datasets import make_varying_coefficients
+
+    X, y, _ = make_varying_coefficients(700, 4, 2, random_state=0)
+    built = _count_index_builds(monkeypatch)
+    model = GraphGLMRegressor(
+        graph_backend="faiss", graph_space="input", max_epochs=3, random_state=0
+    )
+    model.fit(X[:600], y[:600])
+    assert not model.is_global_only_
+    assert len(built) == 1  # training rows among themselves, then validation
+    first = model.predict(X[600:])
+    assert len(built) == 1  # prediction searched the fit's index
+    index = model._trainer._base_index(model._train_rows.context)
+    assert index.backend_ == "faiss"
+    np.testing.assert_allclose(model.predict(X[600:]), first)
 
 
 def test_faiss_threads_restored():
