@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--k", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument(
-        "--sizes", nargs="+", type=int, default=[10_000, 100_000, 1_000_000]
+        "--sizes", nargs="*", type=int, default=[10_000, 100_000, 1_000_000]
     )
     parser.add_argument("--precisions", nargs="+", default=["fp32"])
     parser.add_argument("--datasets", nargs="*", default=["fertility", "flights"])
