@@ -208,7 +208,7 @@ def _age(trial) -> float:
 
 def test_killed_worker_resumes(tmp_path, poisson_data):
     url = f"sqlite:///{tmp_path / 'sweep.db'}"
-    worker = _worker(tmp_path, url, 200, epochs=15)
+    worker = _worker(tmp_path, url, 200, epochs=30)
     deadline = time.monotonic() + 90
     storage = make_storage(url)
     before = []
@@ -219,8 +219,10 @@ def test_killed_worker_resumes(tmp_path, poisson_data):
             running = _finished(storage, (TrialState.RUNNING,))
         except KeyError:  # the study does not exist yet
             continue
-        # kill mid-trial, once its first heartbeat has been written
-        if len(before) >= 2 and running and _age(running[-1]) > 0.5:
+        # kill mid-trial, once its first heartbeat has been written and well
+        # before it can finish (a trial takes 2 s or more): a kill that lands
+        # just after the trial completed would leave nothing to resume
+        if len(before) >= 2 and running and 0.5 < _age(running[-1]) < 1.0:
             break
     assert worker.poll() is None, worker.stderr.read().decode()[-2000:]
     os.kill(worker.pid, signal.SIGKILL)
