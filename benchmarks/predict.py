@@ -46,7 +46,9 @@ def _data(name: str, n_train: int, n_test: int):
 
     ds = load_dataset(name)
     rng = np.random.default_rng(0)
-    train = rng.choice(len(ds.y_train), size=min(n_train, len(ds.y_train)), replace=False)
+    train = rng.choice(
+        len(ds.y_train), size=min(n_train, len(ds.y_train)), replace=False
+    )
     test = rng.choice(len(ds.y_test), size=min(n_test, len(ds.y_test)), replace=False)
     return (
         ds.X_train.iloc[np.sort(train)],
