@@ -767,7 +767,11 @@ _COMMON_PARAMS_DOC = """
         mini-batches when ``batch_size`` is set).
     batch_size : int or None, default=None
         Destination rows per optimiser step (each with its L-hop
-        neighbourhood); None trains full-batch.
+        neighbourhood); None trains full-batch. From 250,000 rows a pass, the
+        network's activations are recomputed in the backward pass instead of
+        kept (activation checkpointing), so a full-batch fit of 1M rows stays
+        within a few GiB; mini-batches with k = 16 and 2 layers reach most rows
+        through their neighbourhoods and save little memory.
     early_stopping : bool, default=True
         Hold out ``validation_fraction`` of the rows, keep the epoch with the
         best validation deviance, and stop after ``n_iter_no_change`` epochs
