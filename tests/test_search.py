@@ -151,6 +151,7 @@ def test_graph_cache_is_shared(poisson_data):
 
 WORKER = """
 import sys
+import optuna
 from autoglm_graph import GraphGLMRegressor, GraphGLMSearchCV
 from autoglm_graph.datasets import make_varying_coefficients
 from optuna.distributions import FloatDistribution, IntDistribution
@@ -166,14 +167,16 @@ space = {{
 }}
 GraphGLMSearchCV(
     est, space, n_trials=int(sys.argv[2]), storage=sys.argv[1], study_name="sweep",
-    random_state=0,
+    random_state=0, pruner={pruner},
 ).fit(X, y)
 """
 
 
-def _worker(tmp_path, storage: str, n_trials: int, epochs: int = 8):
+def _worker(
+    tmp_path, storage: str, n_trials: int, epochs: int = 8, pruner: str = "None"
+):
     script = tmp_path / "worker.py"
-    script.write_text(textwrap.dedent(WORKER.format(epochs=epochs)))
+    script.write_text(textwrap.dedent(WORKER.format(epochs=epochs, pruner=pruner)))
     env = dict(os.environ, OMP_NUM_THREADS="1")
     return subprocess.Popen(
         [sys.executable, str(script), storage, str(n_trials)],
@@ -208,7 +211,8 @@ def _age(trial) -> float:
 
 def test_killed_worker_resumes(tmp_path, poisson_data):
     url = f"sqlite:///{tmp_path / 'sweep.db'}"
-    worker = _worker(tmp_path, url, 200, epochs=30)
+    # Without pruning every trial runs its 30 epochs (2 s or more).
+    worker = _worker(tmp_path, url, 200, epochs=30, pruner="optuna.pruners.NopPruner()")
     deadline = time.monotonic() + 90
     storage = make_storage(url)
     before = []
