@@ -59,7 +59,6 @@ def run(n_samples: int, n_features: int, family: str, seed: int) -> list[dict]:
     return rows
 
 
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n-samples", type=int, default=10_000)

@@ -128,7 +128,6 @@ def _deviance(model, X, y) -> float:
     return family.deviance(torch.as_tensor(y, dtype=torch.float64), eta).item()
 
 
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0)

@@ -442,8 +442,7 @@ def main(argv: list[str] | None = None) -> dict:
         "datasets": datasets,
         "models": models,
         "model_descriptions": {
-            m: (all_models[m].__doc__ or "").strip().split("\n")[0]
-            for m in models
+            m: (all_models[m].__doc__ or "").strip().split("\n")[0] for m in models
         },
         "notes": notes,
         "records": records,
