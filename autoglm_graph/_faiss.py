@@ -25,16 +25,17 @@ import torch
 #: 30 % more build time.
 DEFAULT_M = 32
 DEFAULT_EF_CONSTRUCTION = 80
-#: efSearch defaults to max(_MIN_EF_SEARCH, _EF_SEARCH_PER_NEIGHBOR * k_searched),
-#: times (m / _EF_SEARCH_BASE_ROWS) ** _EF_SEARCH_ROWS_POWER above that many base
-#: rows: recall at a fixed efSearch falls as k grows and as the index grows. On
-#: isotropic rows (d = 32, k = 16, efSearch = 51) recall@16 falls from 0.978 at
-#: 100k rows to 0.966 at 200k and 0.920 at 1M, where efSearch = 96, 128 and 160
-#: give 0.948, 0.966 and 0.978; the power 0.4 gives 129 at 1M.
-_MIN_EF_SEARCH = 48
-_EF_SEARCH_PER_NEIGHBOR = 3
-_EF_SEARCH_BASE_ROWS = 100_000
-_EF_SEARCH_ROWS_POWER = 0.4
+#: Without an explicit efSearch, the index calibrates one per number of results
+#: asked for: the smallest efSearch on a ladder (k' times these factors) whose
+#: recall@k on a sample of the indexed rows (each searched for its neighbours
+#: other than itself, as training graphs are; exact answers from the index's
+#: own flat storage) reaches ``DEFAULT_TARGET_RECALL``. A fixed efSearch either
+#: wastes time on easy, clustered rows (flights: 0.997 at efSearch 48) or loses
+#: recall on hard ones (isotropic rows, 1M: 0.92 at efSearch 51).
+DEFAULT_TARGET_RECALL = 0.95
+_CALIBRATION_ROWS = 1000
+_EF_LADDER = (1, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+_MAX_EF_SEARCH = 1024
 
 INSTALL_HINT = (
     "backend='faiss' needs the faiss package; install it with "
@@ -58,13 +59,6 @@ def faiss_available() -> bool:
     except ImportError:
         return False
     return True
-
-
-def default_ef_search(k_searched: int, n_rows: int) -> int:
-    """efSearch used when none is given: ``k_searched`` results among ``n_rows``."""
-    ef = max(_MIN_EF_SEARCH, _EF_SEARCH_PER_NEIGHBOR * k_searched)
-    growth = max(1.0, n_rows / _EF_SEARCH_BASE_ROWS) ** _EF_SEARCH_ROWS_POWER
-    return math.ceil(ef * growth)
 
 
 @contextlib.contextmanager
@@ -99,9 +93,11 @@ class HNSWIndex:
     ef_construction : int
         Candidate-list size while inserting rows.
     ef_search : int or None
-        Candidate-list size while searching; ``None`` uses
-        :func:`default_ef_search`. Raised to at least the number of results
-        asked for.
+        Candidate-list size while searching; ``None`` calibrates one per number
+        of results asked for (see :data:`DEFAULT_TARGET_RECALL`). Raised to at
+        least the number of results asked for.
+    target_recall : float
+        Recall@k that the calibration aims for (ignored with ``ef_search``).
     """
 
     def __init__(
@@ -110,9 +106,13 @@ class HNSWIndex:
         m: int = DEFAULT_M,
         ef_construction: int = DEFAULT_EF_CONSTRUCTION,
         ef_search: int | None = None,
+        target_recall: float = DEFAULT_TARGET_RECALL,
     ) -> None:
         faiss = import_faiss()
         self.ef_search = ef_search
+        self.target_recall = target_recall
+        #: (k', exclude_self) -> (efSearch, recall@k on the calibration sample)
+        self.calibration: dict[tuple[int, bool], tuple[int, float]] = {}
         self.n_rows, self.dim = (int(s) for s in base.shape)
         index = faiss.IndexHNSWFlat(self.dim, m, faiss.METRIC_INNER_PRODUCT)
         index.hnsw.efConstruction = ef_construction
@@ -130,6 +130,27 @@ class HNSWIndex:
     def __setstate__(self, state: dict) -> None:
         state["index"] = import_faiss().deserialize_index(state["index"])
         self.__dict__.update(state)
+
+    def calibrated_ef_search(
+        self, data: np.ndarray, k_searched: int, exclude_self: bool
+    ) -> int:
+        """efSearch for ``k_searched`` results, calibrated on the first queries.
+
+        Searches of the indexed rows themselves (``exclude_self``) and of other
+        rows are calibrated apart: an indexed row is far easier to search for
+        (the walk ends at the row itself, next to its neighbours).
+        """
+        key = (k_searched, exclude_self)
+        if key not in self.calibration:
+            faiss = import_faiss()
+            with _faiss_threads(faiss):
+                self.calibration[key] = _calibrate(
+                    self.index, data, k_searched, exclude_self, self.target_recall
+                )
+        return self.calibration[key][0]
+
+    def _search(self, data: np.ndarray, k_searched: int, ef: int):
+        return _search_at(self.index, data, k_searched, ef)
 
     def search(
         self, queries: torch.Tensor, k: int, exclude_self: bool
@@ -156,32 +177,81 @@ class HNSWIndex:
         """
         faiss = import_faiss()
         k_searched = k + int(exclude_self)
+        data = _as_faiss_array(queries)
         ef = self.ef_search
         if ef is None:
-            ef = default_ef_search(k_searched, self.n_rows)
-        params = faiss.SearchParametersHNSW()
-        # Passed per call rather than set on the index, so that concurrent
-        # searches with different k do not race on shared state.
-        params.efSearch = max(int(ef), k_searched)
-        data = _as_faiss_array(queries)
+            ef = self.calibrated_ef_search(data, k_searched, exclude_self)
         with _faiss_threads(faiss):
-            distances, ids = self.index.search(data, k_searched, params=params)
+            distances, ids = self._search(data, k_searched, ef)
         if exclude_self:
             distances, ids = drop_self(distances, ids, k)
         return finish(distances, ids, queries.device, queries.dtype)
 
 
+def _search_at(index: Any, data: np.ndarray, k: int, ef: int):
+    faiss = import_faiss()
+    params = faiss.SearchParametersHNSW()
+    # Passed per call rather than set on the index, so that concurrent
+    # searches with different k do not race on shared state.
+    params.efSearch = max(int(ef), k)
+    return index.search(data, k, params=params)
+
+
+def _calibrate(
+    index: Any,
+    queries: np.ndarray,
+    k_searched: int,
+    exclude_self: bool,
+    target_recall: float,
+) -> tuple[int, float]:
+    """Smallest efSearch on the ladder whose recall on ``queries`` reaches the target.
+
+    A sample of the queries is answered exactly by the index's flat storage (a
+    brute-force scan for the sample only) and approximately at each efSearch
+    of the ladder. With ``exclude_self``, query ``i`` is indexed row ``i``.
+    """
+    faiss = import_faiss()
+    n = queries.shape[0]
+    if n == 0 or k_searched <= int(exclude_self):
+        return k_searched, 1.0
+    rng = np.random.default_rng(0)
+    rows = np.sort(rng.choice(n, size=min(_CALIBRATION_ROWS, n), replace=False))
+    sample = np.ascontiguousarray(queries[rows])
+    k = k_searched - int(exclude_self)
+
+    def neighbours(ids: np.ndarray) -> np.ndarray:
+        if exclude_self:
+            return drop_self(np.zeros(ids.shape, np.float32), ids, k, rows)[1]
+        return ids
+
+    _, exact = faiss.downcast_index(index.storage).search(sample, k_searched)
+    truth = neighbours(exact)
+    ef = recall = None
+    for factor in _EF_LADDER:
+        ef = min(_MAX_EF_SEARCH, math.ceil(factor * k_searched))
+        found = neighbours(_search_at(index, sample, k_searched, ef)[1])
+        hits = (truth[:, :, None] == found[:, None, :]).any(axis=2) & (truth >= 0)
+        recall = float(hits.sum() / max(1, (truth >= 0).sum()))
+        if recall >= target_recall or ef >= _MAX_EF_SEARCH:
+            break
+    return ef, recall
+
+
 def drop_self(
-    distances: np.ndarray, ids: np.ndarray, k: int
+    distances: np.ndarray,
+    ids: np.ndarray,
+    k: int,
+    own: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Keep ``k`` of each row's ``k + 1`` results, never the row's own position.
 
-    Row ``i`` drops the result equal to ``i``; a row whose own position was not
-    returned (an approximate miss, or duplicates crowding it out) drops its last,
-    worst result instead.
+    Row ``i`` drops the result equal to its own position ``own[i]`` (default
+    ``i``); a row whose own position was not returned (an approximate miss, or
+    duplicates crowding it out) drops its last, worst result instead.
     """
     n = ids.shape[0]
-    drop = ids == np.arange(n)[:, None]
+    own = np.arange(n) if own is None else own
+    drop = ids == own[:, None]
     drop[~drop.any(axis=1), -1] = True
     keep = ~drop  # exactly k per row; boolean indexing keeps row-major order
     return distances[keep].reshape(n, k), ids[keep].reshape(n, k)

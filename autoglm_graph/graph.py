@@ -65,7 +65,7 @@ _BACKENDS = ("exact", "faiss", "auto")
 _AUTO_FAISS_MIN_ROWS = 150_000
 #: On CUDA the exact tiled search is fast up to about this many base rows.
 _AUTO_CUDA_EXACT_MAX_ROWS = 10_000_000
-_INDEX_PARAM_KEYS = ("m", "ef_construction", "ef_search")
+_INDEX_PARAM_KEYS = ("m", "ef_construction", "ef_search", "target_recall")
 
 
 @dataclass
@@ -193,11 +193,14 @@ def cosine_topk(
     index_params : dict, default=None
         HNSW parameters of the faiss backend, all optional: ``"m"`` (graph
         degree, default 32), ``"ef_construction"`` (default 80) and
-        ``"ef_search"`` (default ``max(48, 3 * k')``, with ``k' = k + 1`` when
-        excluding self, else ``k``, times ``(m / 100_000) ** 0.4`` above 100k
-        base rows; raised to at least ``k'``). The defaults reach recall@16 of
-        about 0.98 at 100k and 0.97 at 1M rows on isotropic Gaussian data
-        (d = 32), the hard case; see ``benchmarks/results/graph_build_approx.md``.
+        ``"ef_search"`` (default ``None``: calibrated, see below) and
+        ``"target_recall"`` (default 0.95). Without ``ef_search``, the first
+        search of each kind (the indexed rows among themselves, or other rows;
+        per number of neighbours) answers a sample of up to 1,000 of its query
+        rows exactly and picks the smallest efSearch whose recall@k on them
+        reaches ``target_recall``: easy, clustered rows get a small efSearch
+        (fast), hard ones a large one (see
+        ``benchmarks/results/graph_build_approx.md``).
         Ignored by the exact search.
 
     Returns
@@ -615,7 +618,17 @@ def _check_backend(backend: object, index_params: object) -> None:
                 f"Unknown key {key!r} in the 'index_params' parameter; expected "
                 f"some of {', '.join(map(repr, _INDEX_PARAM_KEYS))}."
             )
-        if not (value is None and key == "ef_search") and (
+        if key == "target_recall":
+            if not (
+                isinstance(value, (int, float, np.floating))
+                and not isinstance(value, bool)
+                and 0 < value <= 1
+            ):
+                raise ValueError(
+                    "index_params['target_recall'] must be a number in (0, 1]; "
+                    f"got {value!r}."
+                )
+        elif not (value is None and key == "ef_search") and (
             not _is_int(value) or value < 1
         ):
             raise ValueError(

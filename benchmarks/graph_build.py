@@ -406,7 +406,6 @@ def bench_approx(kind: str, n: int, args: argparse.Namespace, exact: bool) -> di
     """Exact (if ``exact``) and approximate self-excluded graphs of one data set."""
     import torch
 
-    from autoglm_graph._faiss import default_ef_search
     from autoglm_graph.graph import CosineNeighbors, cosine_topk, recall_at_k
 
     X = torch.from_numpy(make_dataset(kind, n, args.dim, args.seed))
@@ -416,7 +415,7 @@ def bench_approx(kind: str, n: int, args: argparse.Namespace, exact: bool) -> di
     approx, row["search_s"], row["search_cpu_s"] = _timed(nn.kneighbors)
     row["approx_s"] = row["build_s"] + row["search_s"]
     row["approx_cpu_s"] = row["build_cpu_s"] + row["search_cpu_s"]
-    row["ef_search"] = default_ef_search(args.k + 1, n)
+    row["ef_search"] = nn.index_.calibration[(args.k + 1, True)][0]
     if exact:
         graph, row["exact_s"], row["exact_cpu_s"] = _timed(
             lambda: cosine_topk(X, n_neighbors=args.k)

@@ -266,3 +266,32 @@ def test_faiss_threads_restored():
     before = faiss.omp_get_max_threads()
     cosine_topk(_clustered(100), n_neighbors=3, backend="faiss")
     assert faiss.omp_get_max_threads() == before
+
+
+def test_ef_search_is_calibrated_to_the_target_recall():
+    X, Q = _isotropic(6000, seed=4), _isotropic(800, seed=5)
+    exact = cosine_topk(Q, X, n_neighbors=16)
+    recalls, efs = {}, {}
+    for target in (0.6, 0.95):
+        nn = CosineNeighbors(
+            n_neighbors=16, backend="faiss", index_params={"target_recall": target}
+        ).fit(X)
+        got = nn.kneighbors(Q)
+        efs[target], estimate = nn.index_.calibration[(16, False)]
+        recalls[target] = recall_at_k(got, exact)
+        # The estimate is the recall on (a sample of) these very queries.
+        assert abs(estimate - recalls[target]) < 0.03
+        assert estimate >= target
+    assert efs[0.6] < efs[0.95]
+    assert recalls[0.95] >= 0.95
+    # Searches of the indexed rows themselves are calibrated apart.
+    nn.kneighbors()
+    assert (17, True) in nn.index_.calibration
+
+
+@pytest.mark.parametrize("bad", [0, 1.5, -0.1, True, "high"])
+def test_bad_target_recall_raises(bad):
+    with pytest.raises(ValueError, match="target_recall"):
+        CosineNeighbors(backend="faiss", index_params={"target_recall": bad}).fit(
+            _isotropic(50)
+        )
