@@ -480,8 +480,9 @@ def approx_report(command: str, info: dict, args, rows: list[dict]) -> str:
         f"k = {args.k}, seed {args.seed}, one run each. `exact`: "
         '`cosine_topk(X, n_neighbors=k)`; `approx`: `backend="faiss"` with the '
         f"default HNSW parameters (M = {_faiss.DEFAULT_M}, efConstruction = "
-        f"{_faiss.DEFAULT_EF_CONSTRUCTION}, efSearch = max(48, 3 (k + 1)) "
-        "times max(1, N / 100k) ** 0.4, column ef), timed as index build plus "
+        f"{_faiss.DEFAULT_EF_CONSTRUCTION}, efSearch calibrated to recall "
+        f"{_faiss.DEFAULT_TARGET_RECALL} on a sample of the queries, column ef; "
+        "the calibration is part of the search time), timed as index build plus "
         "search of all N rows. exact/approx > 1: the approximate backend is "
         "faster. CPU: process CPU time of the same calls (less sensitive to the "
         "machine's other load). recall@k: `recall_at_k(approx, exact)` over all "
