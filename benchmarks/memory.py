@@ -92,7 +92,9 @@ def measure(n: int, checkpoint: str, epochs: int, backend: str) -> dict:
         "checkpoint": checkpoint,
         "step_s": round(float(np.median(steps)), 2),
     }
-    row.update({f"{k}_gib": round(v, 2) for k, v in peaks.items() if k != "start"})
+    # Every phase gets a column; a phase too short for the sampler shows "-".
+    order = ["data", "other", "glm", *PHASES.values(), "predict"]
+    row.update({f"{k}_gib": round(peaks[k], 2) if k in peaks else "-" for k in order})
     row["peak_gib"] = round(max(peaks.values()), 2)
     return row
 
