@@ -722,10 +722,15 @@ _COMMON_PARAMS_DOC = """
         Epochs between rebuilds of the embedding-space graph.
     graph_backend : {"auto", "exact", "faiss"}, default="auto"
         Neighbour search (:func:`autoglm_graph.cosine_topk`): exact chunked
-        search, or faiss HNSW (approximate; recall@16 0.92-0.9998 measured in
+        search, or faiss HNSW (approximate, its efSearch calibrated to recall@k
+        0.95 on a sample of the queries; see
         ``benchmarks/results/graph_build_approx.md``; needs ``faiss-cpu``).
         ``"auto"``: exact below 150k rows on a CPU (up to 10M on a GPU),
-        faiss above when it is installed.
+        faiss above when it is installed. The index over the training rows is
+        built once and serves validation and prediction; for many predictions
+        from 50k+ training rows, ``"faiss"`` is worth trying below 150k too
+        (2.5-4x faster prediction on real rows at 100k, see
+        ``benchmarks/results/predict.md``).
     hidden_channels : int, default=64
         Width of the encoder and attention layers.
     heads : int, default=4
