@@ -114,6 +114,21 @@ class NeighborGraph:
         """Width ``k`` of the result (neighbour slots per query row)."""
         return int(self.indices.shape[1])
 
+    def narrowed(
+        self, n_neighbors: int | None = None, threshold: float | None = None
+    ) -> NeighborGraph:
+        """The first ``n_neighbors`` slots (all for ``None``), masked anew.
+
+        Slots are sorted by similarity, so these are the top ``n_neighbors``;
+        ``threshold`` additionally masks out those below it.
+        """
+        k = self.n_neighbors if n_neighbors is None else n_neighbors
+        k = min(k, self.n_neighbors)
+        similarities, mask = self.similarities[:, :k], self.mask[:, :k]
+        if threshold is not None:
+            mask = mask & (similarities >= threshold)
+        return NeighborGraph(self.indices[:, :k], similarities, mask)
+
     def to_edge_index(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Real neighbours as a message-passing edge list.
 
@@ -371,14 +386,7 @@ class NeighborCache:
             graph = self._search(X, Y, n_neighbors, key[1] or key[0])
             self.n_searches += 1
             _put_bounded(self._entries, key, graph, self.max_entries)
-        k = min(n_neighbors, graph.n_neighbors)
-        similarities = graph.similarities[:, :k]
-        mask = graph.mask[:, :k]
-        if threshold is not None:
-            mask = mask & (similarities >= threshold)
-        return NeighborGraph(
-            indices=graph.indices[:, :k], similarities=similarities, mask=mask
-        )
+        return graph.narrowed(n_neighbors, threshold)
 
     def index_for(self, Y: torch.Tensor) -> CosineNeighbors | None:
         """The approximate index a search built over rows ``Y``, if any.

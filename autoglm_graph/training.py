@@ -212,10 +212,7 @@ class Trainer:
             # Prediction: the training rows are fixed, so their search index
             # (an HNSW index for the faiss backend) is built once and kept.
             graph = self._base_index(base).kneighbors(queries, self.graph.n_neighbors)
-            if self.graph.threshold is None:
-                return graph
-            mask = graph.mask & (graph.similarities >= self.graph.threshold)
-            return dataclasses.replace(graph, mask=mask)
+            return graph.narrowed(threshold=self.graph.threshold)
         return cosine_topk(
             queries,
             base,
