@@ -27,8 +27,8 @@ MESSAGE_PASSING = ("auto", "fused", "pyg")
 #: Training passes over at least this many rows recompute the encoder's, each
 #: graph layer's and the head's activations in the backward pass instead of
 #: keeping them (activation checkpointing): about 10 KB per row are kept
-#: otherwise (2 layers, 64 channels), 8.5 GiB at 900k rows, for roughly a
-#: quarter more time per step.
+#: otherwise (2 layers, 64 channels), 8.5 GiB at 900k rows. It costs about 44%
+#: more time per step (``benchmarks/results/memory.md``, 200k rows).
 CHECKPOINT_MIN_ROWS = 250_000
 
 
@@ -136,8 +136,8 @@ class GraphGLMNet(nn.Module):
         self.conv = conv
         self.message_passing = message_passing
         self.fused = message_passing != "pyg" and conv == "gat"
-        #: Row count from which training passes checkpoint the graph layers
-        #: (``None``: never); see :data:`CHECKPOINT_MIN_ROWS`.
+        #: Row count from which training passes checkpoint the encoder, graph
+        #: layers and head (``None``: never); see :data:`CHECKPOINT_MIN_ROWS`.
         self.checkpoint_rows: int | None = CHECKPOINT_MIN_ROWS
         if message_passing == "fused" and conv != "gat":
             raise ValueError(
