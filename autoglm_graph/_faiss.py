@@ -36,6 +36,8 @@ DEFAULT_TARGET_RECALL = 0.95
 _CALIBRATION_ROWS = 1000
 _EF_LADDER = (1, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32)
 _MAX_EF_SEARCH = 1024
+#: Similarities this close to the k-th exact one count as ties (float32 sums).
+_TIE_TOLERANCE = 1e-5
 
 INSTALL_HINT = (
     "backend='faiss' needs the faiss package; install it with "
@@ -209,6 +211,7 @@ def _calibrate(
     A sample of the queries is answered exactly by the index's flat storage (a
     brute-force scan for the sample only) and approximately at each efSearch
     of the ladder. With ``exclude_self``, query ``i`` is indexed row ``i``.
+    Recall counts ties with the k-th exact neighbour as found.
     """
     faiss = import_faiss()
     n = queries.shape[0]
@@ -219,19 +222,25 @@ def _calibrate(
     sample = np.ascontiguousarray(queries[rows])
     k = k_searched - int(exclude_self)
 
-    def neighbours(ids: np.ndarray) -> np.ndarray:
+    def neighbours(result: tuple[np.ndarray, np.ndarray]):
         if exclude_self:
-            return drop_self(np.zeros(ids.shape, np.float32), ids, k, rows)[1]
-        return ids
+            return drop_self(*result, k, rows)
+        return result
 
-    _, exact = faiss.downcast_index(index.storage).search(sample, k_searched)
-    truth = neighbours(exact)
+    similarities, truth = neighbours(
+        faiss.downcast_index(index.storage).search(sample, k_searched)
+    )
+    # Tie-aware: a found row counts when it is as similar as the k-th exact
+    # one. With duplicate rows, many rows tie and any k of them are right.
+    kth = np.where(truth >= 0, similarities, np.inf).min(axis=1, keepdims=True)
+    wanted = max(1, int((truth >= 0).sum()))
     ef = recall = None
     for factor in _EF_LADDER:
         ef = min(_MAX_EF_SEARCH, math.ceil(factor * k_searched))
-        found = neighbours(_search_at(index, sample, k_searched, ef)[1])
-        hits = (truth[:, :, None] == found[:, None, :]).any(axis=2) & (truth >= 0)
-        recall = float(hits.sum() / max(1, (truth >= 0).sum()))
+        found_sim, found = neighbours(_search_at(index, sample, k_searched, ef))
+        hits = (found >= 0) & (found_sim >= kth - _TIE_TOLERANCE)
+        hits = np.minimum(hits.sum(axis=1), (truth >= 0).sum(axis=1))
+        recall = float(hits.sum() / wanted)
         if recall >= target_recall or ef >= _MAX_EF_SEARCH:
             break
     return ef, recall
