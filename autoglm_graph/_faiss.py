@@ -25,11 +25,11 @@ import torch
 #: 30 % more build time.
 DEFAULT_M = 32
 DEFAULT_EF_CONSTRUCTION = 80
-#: Without an explicit efSearch, the index calibrates one per number of results
-#: asked for: the smallest efSearch on a ladder (k' times these factors) whose
-#: recall@k on a sample of the indexed rows (each searched for its neighbours
-#: other than itself, as training graphs are; exact answers from the index's
-#: own flat storage) reaches ``DEFAULT_TARGET_RECALL``. A fixed efSearch either
+#: Without an explicit efSearch, the index calibrates one per kind of search
+#: (number of results; indexed rows or new rows): the smallest efSearch on a
+#: ladder (k' times these factors) whose recall@k on a sample of that search's
+#: first queries (exact answers from the index's own flat storage) reaches
+#: ``DEFAULT_TARGET_RECALL``. A fixed efSearch either
 #: wastes time on easy, clustered rows (flights: 0.997 at efSearch 48) or loses
 #: recall on hard ones (isotropic rows, 1M: 0.92 at efSearch 51).
 DEFAULT_TARGET_RECALL = 0.95
@@ -151,9 +151,6 @@ class HNSWIndex:
                 )
         return self.calibration[key][0]
 
-    def _search(self, data: np.ndarray, k_searched: int, ef: int):
-        return _search_at(self.index, data, k_searched, ef)
-
     def search(
         self, queries: torch.Tensor, k: int, exclude_self: bool
     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -184,7 +181,7 @@ class HNSWIndex:
         if ef is None:
             ef = self.calibrated_ef_search(data, k_searched, exclude_self)
         with _faiss_threads(faiss):
-            distances, ids = self._search(data, k_searched, ef)
+            distances, ids = _search_at(self.index, data, k_searched, ef)
         if exclude_self:
             distances, ids = drop_self(distances, ids, k)
         return finish(distances, ids, queries.device, queries.dtype)
