@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -263,6 +264,7 @@ class _BaseGraphGLM(BaseEstimator):
                 f"{type(self).__name__}: the fitted model is the global GLM ({reason})."
             )
         self._train_index = self._row_labels(X)
+        self.offset_used_ = offset is not None  # predict warns when it is missing
         return self
 
     def _global_only_reason(self, n_samples: int) -> str | None:
@@ -459,6 +461,16 @@ class _BaseGraphGLM(BaseEstimator):
         return out.cpu()
 
     def _linear_predictor(self, X, offset=None) -> np.ndarray:
+        if offset is None and getattr(self, "offset_used_", False):
+            # A warning, not an error: offset 0 (a rate per unit of exposure)
+            # is a valid prediction, and scikit-learn's tools call predict(X).
+            warnings.warn(
+                f"This {type(self).__name__} was fitted with an offset, and "
+                "predict got none: the predictions are for offset=0 (e.g. a rate "
+                "per unit of exposure). Pass offset= to predict with exposure.",
+                UserWarning,
+                stacklevel=3,
+            )
         eta, _ = self._coefficients(self._design(X), offset)
         return eta
 
@@ -822,6 +834,8 @@ _COMMON_ATTRIBUTES_DOC = """
         standard error.
     n_iter_ : int
         Epochs run.
+    offset_used_ : bool
+        Whether ``fit`` got an ``offset``; ``predict`` without one then warns.
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         Defined when X was a DataFrame with string column names.
