@@ -158,19 +158,31 @@ def _single_parts(family, y: np.ndarray, eta: np.ndarray, observed: bool):
     The information is the expected one, ``(dmu/deta)^2 / V(mu)``, or with
     ``observed`` the curvature ``d2(d_i/2)/d eta2`` (they agree for canonical
     links). Derivatives come from autograd through the family's own functions.
+
+    The expected information is computed as the curvature at ``y = mu``,
+    which equals ``(dmu/deta)^2 / V(mu)`` (the ``(y - mu)`` term vanishes) but
+    stays finite where a fitted probability rounds to 0 or 1: there the ratio
+    is 0/0, while the deviance, written on the link scale, is smooth.
     """
     eta_t = torch.as_tensor(eta, dtype=torch.float64).requires_grad_(True)
     y_t = torch.as_tensor(y, dtype=torch.float64)
     half = family.unit_deviance(y_t, eta_t) / 2
     (grad,) = torch.autograd.grad(half.sum(), eta_t, create_graph=observed)
-    if observed:
-        (info,) = torch.autograd.grad(grad.sum(), eta_t)
+    if not observed:
+        mu = family.inverse_link(eta_t).detach()
+        half_at_mu = family.unit_deviance(mu, eta_t) / 2
+        (grad_at_mu,) = torch.autograd.grad(
+            half_at_mu.sum(), eta_t, create_graph=True
+        )
+        (info,) = torch.autograd.grad(grad_at_mu.sum(), eta_t)
     else:
-        mu = family.inverse_link(eta_t)
-        (dmu,) = torch.autograd.grad(mu.sum(), eta_t)
-        info = dmu**2 / family.unit_variance(mu.detach())
+        (info,) = torch.autograd.grad(grad.sum(), eta_t)
+    # Far out on the link scale (|eta| in the hundreds: separated classes with
+    # no penalty) autograd's second derivative can still be 0 * inf; the limit
+    # there is 0, a row the fit is certain about and that carries no information.
+    info = torch.nan_to_num(info.detach(), nan=0.0, posinf=0.0, neginf=0.0)
     score = -grad.detach().numpy()
-    return score[:, None], info.detach().numpy()[:, None, None]
+    return score[:, None], info.numpy()[:, None, None]
 
 
 def _multinomial_parts(y: np.ndarray, eta: np.ndarray):

@@ -177,6 +177,33 @@ def test_default_penalty_on_a_collinear_design(mixed_frame, mixed_target):
         assert (table["coef"] < table["ci_upper"]).all()
 
 
+@pytest.mark.parametrize("alpha", [1e-6, 0.0])
+def test_fisher_table_where_probabilities_reach_0_or_1(alpha):
+    # Breast cancer is (nearly) separable: fitted probabilities round to
+    # exactly 0 or 1, where (dmu/deta)^2 / V(mu) is 0/0 (issue #16).
+    from scipy.special import expit
+    from sklearn.datasets import load_breast_cancer
+
+    X, y = load_breast_cancer(return_X_y=True, as_frame=True)
+    model = GraphGLMClassifier(alpha=alpha, **GLM_ONLY).fit(X, y)
+    design = _design(model, X)
+    eta = design @ np.r_[model.intercept_, model.coef_.ravel()]
+    assert expit(eta).max() == 1.0  # the case of the issue
+    for cov_type in ("fisher", "sandwich"):
+        table = model.coef_table(X, y, cov_type=cov_type)
+        # (z may be inf: with no penalty the sandwich's scores are all ~0.)
+        assert np.isfinite(table.drop(columns=["z", "p_value"]).to_numpy()).all()
+    assert (model.coef_table(X, y)["std_err"] > 0).all()
+    if alpha > 0:
+        # Logit is canonical: the Fisher information is X' diag(p (1 - p)) X,
+        # here in a form that is 0 (not 0/0) where p rounds to 0 or 1.
+        weight = expit(eta) * expit(-eta)
+        hessian = design.T @ (design * weight[:, None])
+        hessian += np.diag(np.r_[0.0, np.full(design.shape[1] - 1, alpha * len(y))])
+        cov = model.coef_table(X, y).attrs["cov"]
+        assert_allclose(cov, np.linalg.pinv(hessian), rtol=1e-6, atol=1e-12)
+
+
 def test_coef_table_errors():
     X, y = _data("poisson")
     with pytest.raises(NotFittedError):
