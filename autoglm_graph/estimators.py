@@ -389,8 +389,10 @@ class _BaseGraphGLM(BaseEstimator):
 
     def _row_data(self, design, y_model, sample_weight, offset, glm, train_pos):
         device = self.device_
+        # np.require copies read-only input (a pandas Series' values): torch
+        # warns on non-writable arrays.
         as_tensor = lambda a: torch.as_tensor(  # noqa: E731
-            np.ascontiguousarray(a), dtype=torch.float32, device=device
+            np.require(a, np.float32, ["C", "W"]), device=device
         )
         eta_global = self._global_eta(design, offset)
         targets = None
@@ -426,6 +428,7 @@ class _BaseGraphGLM(BaseEstimator):
 
     def _coefficients(self, design: np.ndarray, offset=None):
         """Per-row (eta [n, n_outputs], theta [n, n_outputs, p + 1])."""
+        design = np.require(design, requirements=["W"])  # torch warns on read-only
         offset = check_offset(offset, design.shape[0])
         glm = self.global_glm_
         theta_global = np.concatenate([glm.intercept[:, None], glm.coef], axis=1)
@@ -1012,13 +1015,14 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
 
         As scikit-learn's GLMs: ``1 - D(y, predict(X)) / D(y, weighted mean y)``.
         """
-        y = np.asarray(y, dtype=np.float64)
+        # Copies: torch warns on read-only arrays (a pandas Series' values).
+        y = np.array(y, dtype=np.float64)
         eta = torch.as_tensor(self._linear_predictor(X, offset)[:, 0])
         yt = torch.as_tensor(y)
         w = (
             None
             if sample_weight is None
-            else torch.as_tensor(np.asarray(sample_weight, dtype=np.float64))
+            else torch.as_tensor(np.array(sample_weight, dtype=np.float64))
         )
         null_mu = np.average(y, weights=None if w is None else w.numpy())
         null_eta = self.family_.link(torch.full_like(yt, null_mu))
