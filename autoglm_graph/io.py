@@ -33,11 +33,19 @@ and reconstruct only allow-listed types, which is the safety we need.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
+import errno
+import hashlib
+import hmac
+import io
 import json
 import os
+import secrets
+import shutil
 import warnings
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +69,8 @@ from .training import GraphConfig, RowData, Trainer
 __all__ = [
     "FORMAT_NAME",
     "FORMAT_VERSION",
+    "MAX_COMPRESSION_RATIO",
+    "MAX_MEMBER_BYTES",
     "TRUSTED_PREPROCESSOR_TYPES",
     "ModelFileError",
     "load_model",
@@ -68,14 +78,37 @@ __all__ = [
 ]
 
 FORMAT_NAME = "autoglm_graph.model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 """Version of the layout written by :func:`save_model`; :func:`load_model`
-reads exactly this version."""
+reads exactly this version (2 added ``checksums.sha256`` and
+``fitted.offset_used_``)."""
 
 JSON_NAME = "model.json"
 TENSORS_NAME = "tensors.safetensors"
 PREPROCESSOR_NAME = "preprocessor.skops"
+CHECKSUMS_NAME = "checksums.sha256"
 _MEMBERS = (JSON_NAME, TENSORS_NAME, PREPROCESSOR_NAME)
+_ALL_MEMBERS = (*_MEMBERS, CHECKSUMS_NAME)
+# What a directory that save() may replace can hold (format 1 had no checksums).
+_MEMBERS_WRITTEN = frozenset(_ALL_MEMBERS)
+
+#: Largest size in bytes of each member that :func:`load_model` reads; a
+#: larger (or larger-claimed) member is refused before it is read. Change the
+#: entries to load bigger models.
+MAX_MEMBER_BYTES: dict[str, int] = {
+    JSON_NAME: 256 * 2**20,  # string row labels of a few million rows
+    TENSORS_NAME: 64 * 2**30,
+    PREPROCESSOR_NAME: 256 * 2**20,
+    CHECKSUMS_NAME: 4096,
+}
+#: A zip member that inflates more than this many times is refused (a zip
+#: bomb); the model's own members compress at most ~10 times.
+MAX_COMPRESSION_RATIO = 200
+#: Deepest nesting of lists and objects in ``model.json`` (its own is ~5).
+MAX_JSON_DEPTH = 32
+#: Largest ``num_layers`` and ``heads`` a file may ask for (the tensors bound
+#: the widths; these bound the modules built before the tensors are checked).
+MAX_LAYERS = 256
 
 #: The estimator classes a file may name (the allow-list; nothing is imported).
 ESTIMATORS: dict[str, type] = {
@@ -153,17 +186,158 @@ def save_model(model, path: str | os.PathLike) -> Path:
         TENSORS_NAME: st_save(tensors),
         PREPROCESSOR_NAME: sio.dumps(model.preprocessor_),
     }
+    members[CHECKSUMS_NAME] = _checksums(members).encode("ascii")
     path = Path(path)
     if path.suffix.lower() == ".zip":
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-            for member, data in members.items():
-                zf.writestr(member, data)
+        _replace_zip(path, members)
     else:
-        path.mkdir(parents=True, exist_ok=True)
-        for member, data in members.items():
-            (path / member).write_bytes(data)
+        _replace_directory(path, members)
     return path
+
+
+def _checksums(members: dict[str, bytes]) -> str:
+    """``sha256sum`` lines of the members (``sha256sum -c`` checks a directory)."""
+    return "".join(
+        f"{hashlib.sha256(members[name]).hexdigest()}  {name}\n" for name in _MEMBERS
+    )
+
+
+# Saving over a model is atomic: the new model is written beside the old one (a
+# temporary name in the same directory, so on the same file system), flushed to
+# disk, then renamed over it in one step. A kill at any moment leaves the old
+# model or the new one, never a mix; at worst a hidden ``.NAME.*.tmp`` is left.
+def _refuse_link(path: Path, what: str) -> None:
+    if path.is_symlink():
+        raise ValueError(
+            f"{what} {path} is a symbolic link; save() never writes through a "
+            "link (it could overwrite a file outside the model). Remove the "
+            "link or save to another path."
+        )
+
+
+def _temp_name(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+
+
+def _write_new_file(path: Path, data: bytes) -> None:
+    # O_EXCL | O_NOFOLLOW: a fresh file, never an existing one or a link's target.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags | getattr(os, "O_BINARY", 0), 0o666)
+    with open(fd, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _fsync_directory(path: Path) -> None:
+    """Make a rename in ``path`` durable (not possible on every platform)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _replace_zip(path: Path, members: dict[str, bytes]) -> None:
+    _refuse_link(path, "The model file")
+    if path.is_dir():
+        raise ValueError(f"{path} is a directory; a .zip model path must be a file.")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for member, data in members.items():
+            zf.writestr(member, data)
+    tmp = _temp_name(path)
+    try:
+        _write_new_file(tmp, buffer.getvalue())
+        os.replace(tmp, path)  # atomic on POSIX and Windows
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_directory(path.parent)
+
+
+def _replace_directory(path: Path, members: dict[str, bytes]) -> None:
+    _refuse_link(path, "The model directory")
+    exists = path.exists()
+    if exists:
+        _check_replaceable(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _temp_name(path)
+    os.mkdir(tmp, 0o777)  # the umask applies, as it does to a plain mkdir
+    try:
+        for member, data in members.items():
+            _write_new_file(tmp / member, data)
+        _fsync_directory(tmp)
+        if exists:
+            _exchange(tmp, path)  # tmp now holds the old model
+            shutil.rmtree(tmp)
+        else:
+            os.rename(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _fsync_directory(path.parent)
+
+
+def _check_replaceable(path: Path) -> None:
+    """Saving replaces the directory whole: it may hold a model and nothing else."""
+    if not path.is_dir():
+        raise ValueError(
+            f"{path} exists and is not a directory; a model directory cannot "
+            "replace it (a path ending in .zip saves one file)."
+        )
+    for entry in os.scandir(path):
+        if entry.is_symlink():
+            raise ValueError(
+                f"The model directory member {entry.path} is a symbolic link; "
+                "save() never writes through a link. Remove it first."
+            )
+        if entry.name not in _MEMBERS_WRITTEN or not entry.is_file():
+            raise ValueError(
+                f"{path} holds {entry.name!r}, which is not part of a saved model; "
+                "save() replaces the directory whole and would delete it. Save "
+                "to a new or empty directory."
+            )
+
+
+def _exchange(a: Path, b: Path) -> None:
+    """Swap two directories in one atomic step (Linux renameat2, macOS
+    renamex_np); elsewhere two renames, with a short window without ``b``."""
+    swap = _atomic_swap()
+    if swap is not None:
+        if swap(os.fsencode(a), os.fsencode(b)) == 0:
+            return
+        err = ctypes.get_errno()
+        if err not in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
+            raise OSError(err, os.strerror(err), str(a), None, str(b))
+    # A file system without an atomic swap: the old model is renamed aside
+    # first, so a kill in between leaves it whole under that name.
+    aside = _temp_name(b)
+    os.rename(b, aside)
+    os.rename(a, b)
+    os.rename(aside, a)
+
+
+def _atomic_swap():
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+    renameat2 = getattr(libc, "renameat2", None)  # glibc >= 2.28
+    if renameat2 is not None:
+        at_fdcwd, rename_exchange = -100, 2
+        return lambda a, b: renameat2(at_fdcwd, a, at_fdcwd, b, rename_exchange)
+    renamex_np = getattr(libc, "renamex_np", None)
+    if renamex_np is not None:
+        rename_swap = 2
+        return lambda a, b: renamex_np(a, b, rename_swap)
+    return None
 
 
 def _model_state(model) -> tuple[dict, dict[str, torch.Tensor]]:
@@ -183,6 +357,7 @@ def _model_state(model) -> tuple[dict, dict[str, torch.Tensor]]:
         "global_only_reason_": model.global_only_reason_,
         "history_": _plain(model.history_),
         "n_iter_": int(model.n_iter_),
+        "offset_used_": bool(getattr(model, "offset_used_", False)),
         "device_": str(model.device_),
         "global_glm": {"n_iter": int(glm.n_iter), "converged": bool(glm.converged)},
     }
@@ -370,10 +545,8 @@ def load_model(path: str | os.PathLike):
         tensors whose names or shapes do not fit the configuration.
     """
     members = _read_members(Path(path))
-    try:
-        config = json.loads(members[JSON_NAME].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelFileError(f"{JSON_NAME} is not valid JSON: {exc}") from exc
+    _verify_checksums(members)
+    config = _parse_json(members[JSON_NAME])
     _check_header(config)
     try:
         tensors = st_load(members[TENSORS_NAME])
@@ -386,31 +559,177 @@ def load_model(path: str | os.PathLike):
         return _build(config, tensors, _load_preprocessor(members[PREPROCESSOR_NAME]))
     except ModelFileError:
         raise
-    except (KeyError, TypeError, ValueError, IndexError, RuntimeError) as exc:
+    except (
+        KeyError,
+        TypeError,
+        ValueError,
+        IndexError,
+        AttributeError,
+        RuntimeError,  # RecursionError included
+        OverflowError,
+        MemoryError,
+    ) as exc:
         raise ModelFileError(f"The saved model is inconsistent: {exc!r}") from exc
 
 
 def _read_members(path: Path) -> dict[str, bytes]:
+    """The members' bytes, each bounded by :data:`MAX_MEMBER_BYTES` before it
+    is read."""
     if path.is_dir():
-        missing = [m for m in _MEMBERS if not (path / m).is_file()]
+        missing = [m for m in _ALL_MEMBERS if not (path / m).is_file()]
         if missing:
             raise ModelFileError(f"{path} lacks {', '.join(missing)}.")
-        return {m: (path / m).read_bytes() for m in _MEMBERS}
+        return {m: _read_file(path / m, m) for m in _ALL_MEMBERS}
     if not path.exists():
         raise FileNotFoundError(f"No saved model at {path}.")
-    if not zipfile.is_zipfile(path):
-        raise ModelFileError(f"{path} is neither a model directory nor a zip file.")
-    with zipfile.ZipFile(path) as zf:
-        names = set(zf.namelist())
-        if names != set(_MEMBERS):
+    limit = sum(MAX_MEMBER_BYTES[m] for m in _ALL_MEMBERS)
+    if path.stat().st_size > limit:
+        raise ModelFileError(f"{path} is larger than a model may be ({limit} bytes).")
+    try:
+        if not zipfile.is_zipfile(path):
             raise ModelFileError(
-                f"{path} must hold exactly {', '.join(_MEMBERS)}; got "
-                f"{', '.join(sorted(names))}."
+                f"{path} is neither a model directory nor a zip file."
             )
-        try:
-            return {m: zf.read(m) for m in _MEMBERS}
-        except (zipfile.BadZipFile, OSError, EOFError) as exc:
-            raise ModelFileError(f"{path} is a damaged zip file: {exc}") from exc
+        with zipfile.ZipFile(path) as zf:
+            infos = _checked_infos(zf, f"{path}", _ALL_MEMBERS, limit)
+            return {m: _read_zip_member(zf, infos[m]) for m in _ALL_MEMBERS}
+    except ModelFileError:
+        raise
+    except (
+        zipfile.BadZipFile,
+        zlib.error,
+        NotImplementedError,  # an unsupported compression method
+        RuntimeError,  # an encrypted member
+        OSError,
+        EOFError,
+        ValueError,
+        OverflowError,
+    ) as exc:
+        raise ModelFileError(f"{path} is a damaged zip file: {exc!r}") from exc
+
+
+def _read_file(path: Path, member: str) -> bytes:
+    limit = MAX_MEMBER_BYTES[member]
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > limit:
+            raise ModelFileError(
+                f"{path} has {size} bytes; {member} may have at most {limit} "
+                "(autoglm_graph.io.MAX_MEMBER_BYTES)."
+            )
+        data = f.read(size + 1)  # +1: notice a file that grew meanwhile
+    if len(data) > limit:
+        raise ModelFileError(f"{path} is larger than {limit} bytes.")
+    return data
+
+
+def _checked_infos(
+    zf: zipfile.ZipFile, where: str, expected: tuple[str, ...] | None, total: int
+) -> dict[str, zipfile.ZipInfo]:
+    """The members of a zip, refused if duplicated, unexpected, encrypted,
+    compressed by an unknown method, too large (a model member beyond its
+    :data:`MAX_MEMBER_BYTES`, all together beyond ``total``) or inflating too
+    much."""
+    infos = zf.infolist()
+    names = [info.filename for info in infos]
+    if len(names) != len(set(names)):
+        duplicated = sorted({n for n in names if names.count(n) > 1})
+        raise ModelFileError(f"{where} holds duplicate members: {duplicated}.")
+    if expected is not None and set(names) != set(expected):
+        raise ModelFileError(
+            f"{where} must hold exactly {', '.join(expected)}; got "
+            f"{', '.join(sorted(names))}."
+        )
+    inflated = 0
+    for info in infos:
+        limit = MAX_MEMBER_BYTES.get(info.filename, total) if expected else total
+        if info.flag_bits & 0x1:
+            raise ModelFileError(f"{where}: {info.filename} is encrypted.")
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise ModelFileError(
+                f"{where}: {info.filename} uses compression method "
+                f"{info.compress_type}; only stored and deflated are read."
+            )
+        if info.file_size > limit:
+            raise ModelFileError(
+                f"{where}: {info.filename} claims {info.file_size} bytes; at most "
+                f"{limit} are read (autoglm_graph.io.MAX_MEMBER_BYTES)."
+            )
+        if info.file_size > 2**20 and (
+            info.file_size > MAX_COMPRESSION_RATIO * max(info.compress_size, 1)
+        ):
+            raise ModelFileError(
+                f"{where}: {info.filename} inflates {info.compress_size} bytes to "
+                f"{info.file_size} (more than {MAX_COMPRESSION_RATIO} times): a "
+                "zip bomb?"
+            )
+        inflated += info.file_size
+        if inflated > total:
+            raise ModelFileError(f"{where} inflates to more than {total} bytes.")
+    return {info.filename: info for info in infos}
+
+
+def _read_zip_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
+    # Read at most the size checked above, whatever the stream holds.
+    with zf.open(info) as f:
+        data = f.read(info.file_size + 1)
+    if len(data) != info.file_size:
+        raise ModelFileError(
+            f"{info.filename} holds {len(data)} bytes, not the {info.file_size} "
+            "its zip header says."
+        )
+    return data
+
+
+def _verify_checksums(members: dict[str, bytes]) -> None:
+    """Every member's sha256 against ``checksums.sha256``: a damaged byte
+    anywhere is refused before anything is parsed."""
+    try:
+        lines = members[CHECKSUMS_NAME].decode("ascii").splitlines()
+    except UnicodeDecodeError as exc:
+        raise ModelFileError(f"{CHECKSUMS_NAME} is damaged: {exc}") from exc
+    recorded = {}
+    for line in lines:
+        digest, sep, name = line.partition("  ")
+        if not sep or len(digest) != 64 or name not in _MEMBERS or name in recorded:
+            raise ModelFileError(f"{CHECKSUMS_NAME} has a bad line: {line!r}.")
+        recorded[name] = digest
+    if set(recorded) != set(_MEMBERS):
+        raise ModelFileError(
+            f"{CHECKSUMS_NAME} must list {', '.join(_MEMBERS)}; got "
+            f"{', '.join(sorted(recorded)) or 'nothing'}."
+        )
+    for name in _MEMBERS:
+        actual = hashlib.sha256(members[name]).hexdigest()
+        if not hmac.compare_digest(actual, recorded[name]):
+            raise ModelFileError(
+                f"{name} does not match its sha256 in {CHECKSUMS_NAME}: the model "
+                "file is damaged (or was edited)."
+            )
+
+
+def _parse_json(data: bytes) -> dict:
+    try:
+        config = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        # ValueError: bad JSON, or an integer of more than 4300 digits.
+        raise ModelFileError(f"{JSON_NAME} is not valid JSON: {exc!r}") from exc
+    _check_depth(config, MAX_JSON_DEPTH)
+    return config
+
+
+def _check_depth(value, limit: int) -> None:
+    """Refuse JSON nested deeper than ``limit`` (iteratively: no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                raise ModelFileError(
+                    f"{JSON_NAME} is nested more than {limit} levels deep."
+                )
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
 
 
 def _check_header(config) -> None:
@@ -425,6 +744,15 @@ def _check_header(config) -> None:
 
 
 def _load_preprocessor(data: bytes) -> TabularPreprocessor:
+    # The skops file is a zip too: bound what skops would inflate.
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            limit = MAX_MEMBER_BYTES[PREPROCESSOR_NAME]
+            _checked_infos(zf, PREPROCESSOR_NAME, None, limit)
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        if isinstance(exc, ModelFileError):
+            raise
+        raise ModelFileError(f"{PREPROCESSOR_NAME} is not readable: {exc}") from exc
     try:
         untrusted = sio.get_untrusted_types(data=data)
     except Exception as exc:
@@ -457,21 +785,30 @@ def _build(config: dict, tensors: dict[str, torch.Tensor], preprocessor):
     model = cls(**_params_from_json(cls, config.get("params")))
     model._validate_params()
     fitted = config["fitted"]
+    if not isinstance(fitted, dict):
+        raise ModelFileError("fitted must be a JSON object.")
     family = _family_from_json(config.get("family"))
     try:
         device = resolve_device(model.device)
     except ValueError:  # e.g. saved on a GPU machine, loaded where there is none
         device = torch.device("cpu")
-    expected = _expected_shapes(fitted, tensors, family)
+    expected = _expected_shapes(fitted, tensors, family, model)
     _check_tensors(tensors, expected)
     model.family_ = family
     model.device_ = device
     model.preprocessor_ = preprocessor
-    model.n_features_in_ = _int(fitted["n_features_in_"], "n_features_in_")
+    model.n_features_in_ = _int(fitted["n_features_in_"], "n_features_in_", low=1)
+    if model.n_features_in_ != getattr(preprocessor, "n_features_in_", None):
+        raise ModelFileError(
+            f"n_features_in_={model.n_features_in_} is not the preprocessor's "
+            f"{getattr(preprocessor, 'n_features_in_', None)}."
+        )
     if "feature_names_in_" in fitted:
         model.feature_names_in_ = np.asarray(
             _str_list(fitted["feature_names_in_"]), dtype=object
         )
+        if len(model.feature_names_in_) != model.n_features_in_:
+            raise ModelFileError("feature_names_in_ has n_features_in_ names.")
     model.feature_names_out_ = np.asarray(
         _str_list(fitted["feature_names_out_"]), dtype=object
     )
@@ -497,7 +834,7 @@ def _build(config: dict, tensors: dict[str, torch.Tensor], preprocessor):
     glm = GlobalGLM(
         coef=tensors["global_glm.coef"].numpy().copy(),
         intercept=tensors["global_glm.intercept"].numpy().copy(),
-        n_iter=_int(glm_info["n_iter"], "global_glm.n_iter"),
+        n_iter=_int(glm_info["n_iter"], "global_glm.n_iter", low=0),
         converged=bool(glm_info["converged"]),
     )
     model.global_glm_ = glm
@@ -505,9 +842,12 @@ def _build(config: dict, tensors: dict[str, torch.Tensor], preprocessor):
     model.is_global_only_ = bool(fitted["is_global_only_"])
     reason = fitted["global_only_reason_"]
     model.global_only_reason_ = None if reason is None else str(reason)
-    model.history_ = list(fitted["history_"])
-    model.n_iter_ = _int(fitted["n_iter_"], "n_iter_")
-    for key in ("best_epoch_", "validation_gain_", "validation_gain_se_"):
+    model.history_ = _history(fitted["history_"])
+    model.n_iter_ = _int(fitted["n_iter_"], "n_iter_", low=0)
+    model.offset_used_ = _bool(fitted["offset_used_"], "offset_used_")
+    if "best_epoch_" in fitted:
+        model.best_epoch_ = _int(fitted["best_epoch_"], "best_epoch_", low=0)
+    for key in ("validation_gain_", "validation_gain_se_"):
         if key in fitted:
             setattr(model, key, _number(fitted[key], key))
     model._train_index = (
@@ -573,7 +913,7 @@ def _family_from_json(spec) -> Family:
 
 
 def _expected_shapes(
-    fitted: dict, tensors: dict[str, torch.Tensor], family: Family
+    fitted: dict, tensors: dict[str, torch.Tensor], family: Family, model
 ) -> dict[str, tuple]:
     """Name -> shape (None: any size) of every tensor the configuration implies."""
     p = len(fitted["feature_names_out_"])
@@ -596,6 +936,9 @@ def _expected_shapes(
     network = fitted.get("network")
     if network is None:
         return expected
+    if not isinstance(network, dict):
+        raise ModelFileError("fitted.network must be a JSON object.")
+    _check_net_config(network["net"], model, tensors)
     net = _make_net(network["net"])
     if net.in_channels != p or net.out_channels != (p + 1) * n_outputs:
         raise ModelFileError(
@@ -655,6 +998,93 @@ def _check_tensors(tensors: dict[str, torch.Tensor], expected: dict) -> None:
             raise ModelFileError(f"The tensor {key!r} must hold integers.")
 
 
+def _check_net_config(spec, model, tensors: dict[str, torch.Tensor]) -> None:
+    """The network's configuration is the estimator's (as ``fit`` builds it)
+    and fits the stored tensors, checked before any module is built: a file
+    cannot make loading build a huge network."""
+    if not isinstance(spec, dict):
+        raise ModelFileError("network.net must be a JSON object.")
+    for key in ("hidden_channels", "heads", "num_layers", "conv", "dropout"):
+        if spec.get(key) != getattr(model, key) or type(spec.get(key)) is bool:
+            raise ModelFileError(
+                f"The network's {key}={spec.get(key)!r} is not the estimator's "
+                f"{key}={getattr(model, key)!r}."
+            )
+    if spec.get("message_passing", model.message_passing) != model.message_passing:
+        raise ModelFileError(
+            "The network's message_passing is not the estimator's "
+            f"{model.message_passing!r}."
+        )
+    _int(spec["num_layers"], "num_layers", low=1, high=MAX_LAYERS)
+    layers = sum(key.startswith("source_states.layers.") for key in tensors)
+    pooled = tensors.get("source_states.pooled")
+    if layers != spec["num_layers"] or pooled is None or (
+        tuple(pooled.shape) != (spec["hidden_channels"],)
+    ):
+        raise ModelFileError(
+            f"The network (num_layers={spec['num_layers']}, hidden_channels="
+            f"{spec['hidden_channels']}) does not fit the shapes of the stored "
+            f"source states ({layers} layers, pooled of shape "
+            f"{None if pooled is None else tuple(pooled.shape)})."
+        )
+    hidden = _int(spec["hidden_channels"], "hidden_channels", low=1)
+    last = tensors.get(f"source_states.layers.{layers - 1}")
+    width = int(last.shape[-1]) if last is not None and last.ndim == 2 else -1
+    if _int(spec["target_channels"], "target_channels", low=0) != width - hidden:
+        raise ModelFileError(
+            f"target_channels={spec['target_channels']} does not fit the last "
+            f"source state's width {width}."
+        )
+    _int(spec["in_channels"], "in_channels", low=1)
+    _int(spec["out_channels"], "out_channels", low=1)
+    if hidden % _int(spec["heads"], "heads", low=1, high=hidden):
+        raise ModelFileError("heads must divide hidden_channels.")
+
+
+# GraphConfig field -> the estimator parameter fit takes it from.
+_GRAPH_PARAMS = {
+    "space": "graph_space",
+    "n_neighbors": "n_neighbors",
+    "threshold": "threshold",
+    "refresh": "graph_refresh",
+    "backend": "graph_backend",
+}
+
+
+def _check_trainer_config(config: dict, graph: dict, model) -> None:
+    """The trainer's settings are the estimator's parameters, as ``fit`` passes
+    them (so they passed its validation): a file cannot change the threshold
+    or slip a string into a number."""
+    params = model.get_params(deep=False)
+    pairs = [(f"trainer.{k}", v, k) for k, v in config.items()]
+    pairs += [(f"graph.{k}", v, _GRAPH_PARAMS.get(k)) for k, v in graph.items()]
+    defaults = {
+        f.name: f.default for f in dataclasses.fields(Trainer) if f.name in config
+    }
+    for what, value, param in pairs:
+        if what == "trainer.n_outputs":
+            ok = type(value) is int and value == model._n_outputs
+        elif what == "trainer.precision":
+            ok = value in ("fp32", "bf16", "fp16") and (
+                model.precision in ("auto", value)
+            )
+        elif what == "graph.backend" and model.graph_backend == "auto":
+            ok = value in ("auto", "exact", "faiss")
+        elif param in params:
+            expected = params[param]
+            ok = value == expected and (type(value) is bool) == (
+                type(expected) is bool
+            )
+        else:  # a setting without a parameter: its default's type
+            default = defaults.get(what.removeprefix("trainer."))
+            ok = isinstance(default, _SCALARS) and type(value) is type(default)
+        if not ok:
+            raise ModelFileError(
+                f"The saved {what}={value!r} is not what fit makes of the "
+                "estimator's parameters."
+            )
+
+
 def _make_net(spec: dict) -> GraphGLMNet:
     if not isinstance(spec, dict):
         raise ModelFileError("network.net must be a JSON object.")
@@ -704,6 +1134,7 @@ def _restore_network(model, network: dict, tensors, device: torch.device) -> Non
     graph_fields = {f.name for f in dataclasses.fields(GraphConfig)}
     if not isinstance(graph, dict) or set(graph) != graph_fields:
         raise ModelFileError(f"Bad graph configuration: {graph!r}.")
+    _check_trainer_config(trainer_config, graph, model)
     trainer = Trainer(
         net=net,
         family=model.family_,
@@ -760,10 +1191,32 @@ def _labels_from_json(spec, tensors, what: str) -> np.ndarray:
     return np.asarray(values, dtype=dtype)
 
 
-def _int(value, what: str) -> int:
+def _int(value, what: str, low: int | None = None, high: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ModelFileError(f"{what} must be an integer; got {value!r}.")
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise ModelFileError(
+            f"{what} must be in [{low}, {'inf' if high is None else high}]; "
+            f"got {value!r}."
+        )
     return value
+
+
+def _bool(value, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise ModelFileError(f"{what} must be true or false; got {value!r}.")
+    return value
+
+
+def _history(history) -> list[dict]:
+    """Per-epoch logs: a list of objects of scalars, as the training loop writes."""
+    if not isinstance(history, list) or not all(
+        isinstance(entry, dict)
+        and all(isinstance(v, _SCALARS) for v in entry.values())
+        for entry in history
+    ):
+        raise ModelFileError("history_ must be a list of objects of scalars.")
+    return history
 
 
 def _number(value, what: str):

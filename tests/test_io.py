@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import pickle
 import zipfile
@@ -199,10 +200,21 @@ def saved(tmp_path, poisson_model):
     return poisson_model[0].save(tmp_path / "m")
 
 
+def _reseal(path):
+    """Rewrite the checksums after an edit: the tampering tests below check what
+    loading refuses beyond a damaged byte (a file edited and re-hashed)."""
+    members = ("model.json", "tensors.safetensors", "preprocessor.skops")
+    lines = [
+        f"{hashlib.sha256((path / m).read_bytes()).hexdigest()}  {m}\n" for m in members
+    ]
+    (path / "checksums.sha256").write_text("".join(lines))
+
+
 def _edit_json(path, edit):
     config = json.loads((path / "model.json").read_text())
     edit(config)
     (path / "model.json").write_text(json.dumps(config))
+    _reseal(path)
 
 
 @pytest.mark.parametrize(
@@ -242,7 +254,7 @@ def test_json_naming_a_callable_is_refused(saved, no_pickle, edit):
         load(saved)
 
 
-@pytest.mark.parametrize("version", [0, 2, "1", True, None])
+@pytest.mark.parametrize("version", [0, 1, 3, "2", True, None])
 def test_wrong_format_version(saved, version):
     _edit_json(saved, lambda c: c.update(format_version=version))
     with pytest.raises(ModelFileError, match="format version"):
@@ -254,6 +266,7 @@ def test_not_a_model_file(saved):
     with pytest.raises(ModelFileError, match=r"not an autoglm_graph\.model file"):
         load(saved)
     (saved / "model.json").write_text("{not json")
+    _reseal(saved)
     with pytest.raises(ModelFileError, match="not valid JSON"):
         load(saved)
 
@@ -261,6 +274,7 @@ def test_not_a_model_file(saved):
 def test_truncated_tensor_file(saved):
     data = (saved / "tensors.safetensors").read_bytes()
     (saved / "tensors.safetensors").write_bytes(data[: len(data) // 2])
+    _reseal(saved)
     with pytest.raises(ModelFileError, match="truncated"):
         load(saved)
 
@@ -269,6 +283,7 @@ def _edit_tensors(path, edit):
     tensors = dict(st_load((path / "tensors.safetensors").read_bytes()))
     edit(tensors)
     (path / "tensors.safetensors").write_bytes(st_save(tensors))
+    _reseal(path)
 
 
 @pytest.mark.parametrize(
@@ -304,10 +319,16 @@ def test_tensors_that_do_not_fit(saved, edit, match):
 
 
 def test_json_shape_mismatch(saved):
-    _edit_json(
-        saved, lambda c: c["fitted"]["network"]["net"].update(hidden_channels=32)
-    )
+    def edit(config):
+        config["params"]["hidden_channels"] = 32
+        config["fitted"]["network"]["net"]["hidden_channels"] = 32
+
+    _edit_json(saved, edit)
     with pytest.raises(ModelFileError, match="shape"):
+        load(saved)
+    # The network's configuration alone edited: not the estimator's.
+    _edit_json(saved, lambda c: c["params"].update(hidden_channels=16))
+    with pytest.raises(ModelFileError, match="not the estimator's"):
         load(saved)
 
 
@@ -317,6 +338,7 @@ def test_preprocessor_with_untrusted_types(saved, no_pickle):
     (saved / "preprocessor.skops").write_bytes(
         sio.dumps(FunctionTransformer(save_model))
     )
+    _reseal(saved)
     with pytest.raises(ModelFileError, match="outside the allow-list"):
         load(saved)
 
@@ -325,6 +347,7 @@ def test_preprocessor_of_another_type(saved):
     from sklearn.preprocessing import StandardScaler
 
     (saved / "preprocessor.skops").write_bytes(sio.dumps(StandardScaler()))
+    _reseal(saved)
     with pytest.raises(ModelFileError, match="not a TabularPreprocessor"):
         load(saved)
 
@@ -344,3 +367,330 @@ def test_missing_member_and_bad_zip(saved, tmp_path):
     (saved / "tensors.safetensors").unlink()
     with pytest.raises(ModelFileError, match=r"lacks tensors\.safetensors"):
         load(saved)
+
+
+# ------------------------------------------------------------------ checksums
+def test_checksums_are_sha256sum_lines(saved):
+    lines = (saved / "checksums.sha256").read_text().splitlines()
+    assert len(lines) == 3
+    for line in lines:
+        digest, name = line.split("  ")
+        assert hashlib.sha256((saved / name).read_bytes()).hexdigest() == digest
+
+
+@pytest.mark.parametrize(
+    "member", ["model.json", "tensors.safetensors", "preprocessor.skops"]
+)
+def test_random_byte_flips_are_refused(saved, member):
+    """Any flipped byte of a member (data region or header) is refused."""
+    path = saved / member
+    original = path.read_bytes()
+    rng = np.random.default_rng(17)
+    n_flips, refused = 50, 0
+    # Half of the flips in the last half of the file: safetensors' data region.
+    offsets = np.concatenate(
+        [
+            rng.integers(0, len(original), n_flips // 2),
+            rng.integers(len(original) // 2, len(original), n_flips - n_flips // 2),
+        ]
+    )
+    for offset in offsets:
+        damaged = bytearray(original)
+        damaged[offset] ^= 1 << int(rng.integers(8))
+        path.write_bytes(bytes(damaged))
+        with pytest.raises(ModelFileError, match=r"sha256|checksums"):
+            load(saved)
+        refused += 1
+    path.write_bytes(original)
+    load(saved)  # intact again
+    print(f"{member}: {refused} of {n_flips} byte flips refused")
+    assert refused == n_flips
+
+
+def test_byte_flips_in_a_zip(tmp_path, poisson_model):
+    """A flipped byte of a zip is refused with ModelFileError (whichever layer
+    notices: zip structure, deflate stream, CRC or checksum), or it changed
+    nothing the model is made of (a timestamp) and the model loads equal."""
+    model, X, offset = poisson_model
+    path = model.save(tmp_path / "m.zip")
+    original = path.read_bytes()
+    expected = model.predict(X, offset=offset)
+    rng = np.random.default_rng(5)
+    outcomes = {"refused": 0, "loaded equal": 0}
+    for _ in range(60):
+        damaged = bytearray(original)
+        damaged[int(rng.integers(len(original)))] ^= 1 << int(rng.integers(8))
+        path.write_bytes(bytes(damaged))
+        try:
+            loaded = load(path)
+        except ModelFileError:
+            outcomes["refused"] += 1
+            continue
+        np.testing.assert_array_equal(loaded.predict(X, offset=offset), expected)
+        outcomes["loaded equal"] += 1
+    print(f"60 byte flips in a zip: {outcomes}")
+    assert outcomes["refused"] >= 50
+
+
+def test_bad_checksum_file(saved):
+    (saved / "checksums.sha256").write_text("not a checksum\n")
+    with pytest.raises(ModelFileError, match="bad line"):
+        load(saved)
+    _reseal(saved)
+    lines = (saved / "checksums.sha256").read_text().splitlines()
+    (saved / "checksums.sha256").write_text("\n".join(lines[:2]) + "\n")
+    with pytest.raises(ModelFileError, match="must list"):
+        load(saved)
+
+
+# ------------------------------------------------------------------ symlinks
+def test_save_refuses_a_symlinked_zip(tmp_path, gaussian_glm):
+    model = gaussian_glm[0]
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    (tmp_path / "m.zip").symlink_to(victim)
+    with pytest.raises(ValueError, match="symbolic link"):
+        model.save(tmp_path / "m.zip")
+    assert victim.read_text() == "keep me"
+
+
+def test_save_refuses_a_symlinked_directory_or_member(tmp_path, gaussian_glm):
+    model = gaussian_glm[0]
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "link").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(ValueError, match="symbolic link"):
+        model.save(tmp_path / "link")
+    assert not any(outside.iterdir())
+    path = model.save(tmp_path / "m")
+    victim = tmp_path / "victim.json"
+    victim.write_text("keep me")
+    (path / "model.json").unlink()
+    (path / "model.json").symlink_to(victim)
+    with pytest.raises(ValueError, match="symbolic link"):
+        model.save(path)
+    assert victim.read_text() == "keep me"
+
+
+def test_save_does_not_replace_a_foreign_directory(tmp_path, gaussian_glm):
+    model = gaussian_glm[0]
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="not part of a saved model"):
+        model.save(tmp_path / "d")
+    assert (tmp_path / "d" / "notes.txt").read_text() == "mine"
+    (tmp_path / "f").write_text("a file")
+    with pytest.raises(ValueError, match="not a directory"):
+        model.save(tmp_path / "f")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    model.save(empty)  # an empty directory is fine
+    load(empty)
+
+
+def test_save_over_a_model_leaves_no_temporary_files(tmp_path, gaussian_glm):
+    model = gaussian_glm[0]
+    for name in ("m", "m.zip"):
+        model.save(tmp_path / name)
+        model.save(tmp_path / name)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m", "m.zip"]
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == [
+        "checksums.sha256",
+        "model.json",
+        "preprocessor.skops",
+        "tensors.safetensors",
+    ]
+
+
+# ------------------------------------------------------------ resource limits
+def _zip_of(path, out, members=None, compression=zipfile.ZIP_DEFLATED):
+    members = members or {
+        m: (path / m).read_bytes()
+        for m in (
+            "model.json",
+            "tensors.safetensors",
+            "preprocessor.skops",
+            "checksums.sha256",
+        )
+    }
+    with zipfile.ZipFile(out, "w", compression=compression) as zf:
+        for name, data in members.items() if isinstance(members, dict) else members:
+            zf.writestr(name, data)
+    return out
+
+
+def test_zip_bomb_is_refused_before_inflating(saved, tmp_path):
+    # Valid JSON padded with 8 MiB of spaces: deflates ~1000 times.
+    config = json.loads((saved / "model.json").read_text())
+    (saved / "model.json").write_text(json.dumps(config) + " " * 8 * 2**20)
+    _reseal(saved)
+    bomb = _zip_of(saved, tmp_path / "bomb.zip")
+    with zipfile.ZipFile(bomb) as zf:
+        assert zf.getinfo("model.json").compress_size < 20_000
+    with pytest.raises(ModelFileError, match="zip bomb"):
+        load(bomb)
+
+
+def test_members_larger_than_the_limit(saved, tmp_path, monkeypatch):
+    from autoglm_graph import io as model_io
+
+    zipped = _zip_of(saved, tmp_path / "m.zip")
+    monkeypatch.setitem(model_io.MAX_MEMBER_BYTES, "model.json", 100)
+    with pytest.raises(ModelFileError, match="claims"):
+        load(zipped)
+    with pytest.raises(ModelFileError, match="at most 100"):
+        load(saved)
+
+
+def test_duplicate_zip_members_are_refused(saved, tmp_path):
+    members = [
+        (m, (saved / m).read_bytes())
+        for m in (
+            "model.json",
+            "tensors.safetensors",
+            "preprocessor.skops",
+            "checksums.sha256",
+        )
+    ]
+    members.append(("model.json", (saved / "model.json").read_bytes()))
+    with pytest.warns(UserWarning, match="Duplicate name"):
+        dup = _zip_of(saved, tmp_path / "dup.zip", members)
+    with pytest.raises(ModelFileError, match="duplicate"):
+        load(dup)
+
+
+@pytest.mark.parametrize("compression", [zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA])
+def test_unsupported_zip_compression(saved, tmp_path, compression):
+    with pytest.raises(ModelFileError, match="compression method"):
+        load(_zip_of(saved, tmp_path / "m.zip", compression=compression))
+
+
+def test_damaged_deflate_stream(saved, tmp_path):
+    zipped = _zip_of(saved, tmp_path / "m.zip")
+    with zipfile.ZipFile(zipped) as zf:
+        info = zf.getinfo("tensors.safetensors")
+    data = bytearray(zipped.read_bytes())
+    start = info.header_offset + 30 + len(info.filename) + len(info.extra)
+    data[start : start + 64] = b"\xff" * 64  # garbage deflate data: zlib.error
+    zipped.write_bytes(bytes(data))
+    with pytest.raises(ModelFileError, match="damaged zip"):
+        load(zipped)
+
+
+def _deep(depth):
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize("depth", [40, 100_000])
+def test_deeply_nested_json(saved, depth):
+    text = (saved / "model.json").read_text()
+    text = text.replace('"history_": [', f'"history_": [{_deep(depth)}, ', 1)
+    (saved / "model.json").write_text(text)
+    _reseal(saved)
+    with pytest.raises(ModelFileError, match=r"nested|not valid JSON"):
+        load(saved)
+
+
+def test_huge_integer_in_json(saved):
+    text = (saved / "model.json").read_text()
+    (saved / "model.json").write_text(
+        text.replace('"n_iter_": ', '"n_iter_": ' + "9" * 5000 + ', "x": ', 1)
+    )
+    _reseal(saved)
+    with pytest.raises(ModelFileError, match="not valid JSON"):
+        load(saved)
+
+
+def test_huge_network_is_refused_quickly(saved):
+    import time
+
+    def edit(config):
+        config["params"]["num_layers"] = 20000
+        config["fitted"]["network"]["net"]["num_layers"] = 20000
+
+    _edit_json(saved, edit)
+    start = time.perf_counter()
+    with pytest.raises(ModelFileError, match="num_layers"):
+        load(saved)
+    assert time.perf_counter() - start < 5
+
+
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        (
+            lambda c: c["fitted"]["network"]["trainer"]["graph"].update(threshold="x"),
+            "graph.threshold",
+        ),
+        (
+            lambda c: c["fitted"]["network"]["trainer"]["graph"].update(threshold=0.5),
+            "graph.threshold",
+        ),
+        (
+            lambda c: c["fitted"]["network"]["trainer"].update(learning_rate=1.0),
+            "trainer.learning_rate",
+        ),
+        (
+            lambda c: c["fitted"]["network"]["trainer"].update(n_outputs=3),
+            "trainer.n_outputs",
+        ),
+        (
+            lambda c: c["fitted"]["network"]["trainer"].update(precision="fp64"),
+            "trainer.precision",
+        ),
+        (lambda c: c["params"].update(threshold=5.0), "threshold"),
+        (lambda c: c["fitted"].update(n_features_in_=-1), "n_features_in_"),
+        (lambda c: c["fitted"].update(n_features_in_=7), "n_features_in_"),
+        (lambda c: c["fitted"].update(offset_used_="yes"), "offset_used_"),
+        (lambda c: c["fitted"].update(history_=[1, 2]), "history_"),
+        (lambda c: c["fitted"].update(best_epoch_=-3), "best_epoch_"),
+        (lambda c: c["fitted"]["network"]["net"].update(heads=0), "heads"),
+        (lambda c: c.update(fitted=[]), "fitted"),
+    ],
+    ids=[
+        "threshold-str",
+        "threshold-changed",
+        "learning-rate",
+        "n-outputs",
+        "precision",
+        "param-threshold",
+        "n-features-negative",
+        "n-features-other",
+        "offset-used",
+        "history",
+        "best-epoch",
+        "heads",
+        "fitted",
+    ],
+)
+def test_fields_are_validated_as_fit_would(saved, edit, match):
+    _edit_json(saved, edit)
+    with pytest.raises(ModelFileError, match=match):
+        load(saved)
+
+
+# --------------------------------------------------------------------- offset
+def test_offset_used_is_saved_and_predict_warns_without_it(tmp_path, poisson_model):
+    model, X, offset = poisson_model
+    assert model.offset_used_ is True
+    loaded = load(model.save(tmp_path / "m.zip"))
+    assert loaded.offset_used_ is True
+    with pytest.warns(UserWarning, match="fitted with an offset"):
+        loaded.predict(X)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loaded.predict(X, offset=offset)
+        loaded.local_coef(X)  # coefficients do not depend on the offset
+
+
+def test_no_offset_no_warning(tmp_path, gaussian_glm):
+    import warnings
+
+    model, X, _ = gaussian_glm
+    loaded = load(model.save(tmp_path / "m"))
+    assert loaded.offset_used_ is False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loaded.predict(X)
