@@ -2,21 +2,56 @@
 
 Every row gets its own GLM coefficients, predicted by a graph attention network
 over the most similar training rows, on top of an exactly fitted global GLM.
+
+The public names are imported on first use (PEP 562 ``__getattr__``):
+``from autoglm_graph import GraphGLMRegressor`` works as usual, while the
+``autoglm-graph`` command line can show its help without loading torch.
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from __future__ import annotations
 
-from .estimators import GraphGLMClassifier, GraphGLMRegressor
-from .families import Family, get_family
-from .graph import CosineNeighbors, NeighborGraph, cosine_topk, recall_at_k
-from .io import load_model as load
-from .preprocessing import TabularPreprocessor
-from .search import GraphGLMSearchCV, OptunaPruningCallback, auto_fit
+import importlib
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING
 
 try:
     __version__ = version("autoglm-graph")
 except PackageNotFoundError:  # running from a source tree without installation
     __version__ = "0.0.0"
+
+#: Public name -> (module, attribute in it).
+_EXPORTS = {
+    "CosineNeighbors": ("graph", "CosineNeighbors"),
+    "Family": ("families", "Family"),
+    "GraphGLMClassifier": ("estimators", "GraphGLMClassifier"),
+    "GraphGLMRegressor": ("estimators", "GraphGLMRegressor"),
+    "GraphGLMSearchCV": ("search", "GraphGLMSearchCV"),
+    "NeighborGraph": ("graph", "NeighborGraph"),
+    "OptunaPruningCallback": ("search", "OptunaPruningCallback"),
+    "TabularPreprocessor": ("preprocessing", "TabularPreprocessor"),
+    "auto_fit": ("search", "auto_fit"),
+    "cosine_topk": ("graph", "cosine_topk"),
+    "get_family": ("families", "get_family"),
+    "load": ("io", "load_model"),
+    "recall_at_k": ("graph", "recall_at_k"),
+}
+#: Submodules reachable as attributes after ``import autoglm_graph``, as when
+#: this file imported them eagerly.
+_SUBMODULES = (
+    "cli",
+    "datasets",
+    "estimators",
+    "explain",
+    "families",
+    "fused",
+    "graph",
+    "io",
+    "modules",
+    "plotting",
+    "preprocessing",
+    "search",
+    "training",
+)
 
 __all__ = [
     "CosineNeighbors",
@@ -34,3 +69,27 @@ __all__ = [
     "load",
     "recall_at_k",
 ]
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        module, attribute = _EXPORTS[name]
+        value = getattr(importlib.import_module(f".{module}", __name__), attribute)
+        globals()[name] = value  # later look-ups skip this function
+        return value
+    if name in _SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS, *_SUBMODULES})
+
+
+if TYPE_CHECKING:  # static analysers and IDEs see the names directly
+    from .estimators import GraphGLMClassifier, GraphGLMRegressor
+    from .families import Family, get_family
+    from .graph import CosineNeighbors, NeighborGraph, cosine_topk, recall_at_k
+    from .io import load_model as load
+    from .preprocessing import TabularPreprocessor
+    from .search import GraphGLMSearchCV, OptunaPruningCallback, auto_fit

@@ -26,15 +26,23 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-import pandas as pd
+# numpy, pandas, torch and the estimators are imported inside the commands, so
+# that `autoglm-graph --help` answers at once (importing torch takes seconds).
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
 
 PROG = "autoglm-graph"
 CLASSIFICATION = ("binomial", "multinomial")
 # Errors a user can fix: reported in one line, without a traceback.
 USER_ERRORS = (ValueError, FileNotFoundError, KeyError, ImportError, TypeError)
 _READERS = {".csv": "csv", ".tsv": "tsv", ".parquet": "parquet", ".pq": "parquet"}
+PARQUET_HINT = (
+    "Parquet files need pyarrow: pip install 'autoglm-graph[parquet]' "
+    "(or pip install pyarrow)."
+)
 
 EPILOG = """examples:
   autoglm-graph fit claims.csv --target n_claims --family poisson \\
@@ -79,6 +87,8 @@ def read_table(path: str | Path) -> pd.DataFrame:
     ValueError
         If the extension is unknown or the file cannot be parsed.
     """
+    import pandas as pd
+
     path = Path(path)
     kind = _format(path)
     if not path.is_file():
@@ -87,7 +97,9 @@ def read_table(path: str | Path) -> pd.DataFrame:
         if kind == "parquet":
             return pd.read_parquet(path)
         return pd.read_csv(path, sep="\t" if kind == "tsv" else ",")
-    except ImportError:
+    except ImportError as error:
+        if kind == "parquet":
+            raise ImportError(PARQUET_HINT) from error
         raise
     except Exception as error:  # the readers raise many types for a bad file
         raise ValueError(
@@ -109,7 +121,10 @@ def write_table(frame: pd.DataFrame, path: str | Path) -> None:
     kind = _format(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if kind == "parquet":
-        frame.to_parquet(path, index=False)
+        try:
+            frame.to_parquet(path, index=False)
+        except ImportError as error:
+            raise ImportError(PARQUET_HINT) from error
     else:
         frame.to_csv(path, sep="\t" if kind == "tsv" else ",", index=False)
 
@@ -127,6 +142,8 @@ def _column(data: pd.DataFrame, name: str, option: str, path: str) -> pd.Series:
 
 def _split_columns(data: pd.DataFrame, args: argparse.Namespace):
     """X and the fit arguments (y, sample_weight, offset, groups) from ``data``."""
+    import numpy as np
+
     roles = {
         "--target": args.target,
         "--weight": args.weight,
@@ -155,6 +172,9 @@ def _split_columns(data: pd.DataFrame, args: argparse.Namespace):
 
 
 def _numeric(column: pd.Series, option: str) -> np.ndarray:
+    import numpy as np
+    import pandas as pd
+
     # A writable copy: pandas may hand out read-only views, which torch warns about.
     values = np.array(pd.to_numeric(column, errors="coerce"), dtype=np.float64)
     if not np.isfinite(values).all():
@@ -223,7 +243,7 @@ def _target(y: pd.Series, family: str) -> np.ndarray:
     if family in CLASSIFICATION:
         if y.isna().any():
             raise ValueError(f"The target column {y.name!r} has missing values.")
-        return np.array(y)
+        return y.to_numpy(copy=True)
     return _numeric(y, "--target")
 
 
@@ -244,8 +264,9 @@ def _summary(model, X: pd.DataFrame, seconds: float) -> str:
         + (f" ({model.global_only_reason_})" if model.is_global_only_ else ""),
     ]
     if hasattr(model, "validation_gain_"):
+        gain = model.validation_gain_ + 0.0  # + 0.0: no "-0" when there is none
         lines.append(
-            f"validation gain over the global GLM: {model.validation_gain_:.4g} "
+            f"validation gain over the global GLM: {gain:.4g} "
             f"(standard error {model.validation_gain_se_:.2g})"
         )
     lines.append(f"time: {seconds:.1f} s")
@@ -253,7 +274,25 @@ def _summary(model, X: pd.DataFrame, seconds: float) -> str:
 
 
 # ----------------------------------------------------------------- commands
+def _check_model_out(out: str) -> None:
+    """Refuse a model path that names a file of another kind (``m1.txt``).
+
+    ``save`` writes a directory for any path but ``.zip``: without this check
+    ``--out m1.txt`` would silently become a folder named ``m1.txt``.
+    """
+    path = Path(out)
+    suffix = path.suffix.lower()
+    if suffix in ("", ".zip") or out.endswith(("/", "\\")) or path.is_dir():
+        return
+    raise ValueError(
+        f"--out {out!r} looks like a {suffix} file; a model is saved as a "
+        "directory (e.g. model/) or as one .zip file (model.zip). End the path "
+        "with '/' to use it as a directory name."
+    )
+
+
 def _cmd_fit(args: argparse.Namespace) -> int:
+    _check_model_out(args.out)  # fail before the work
     X, y, fit_kwargs, estimator = _load_fit_data(args)
     start = time.perf_counter()
     model = estimator.fit(X, y, **fit_kwargs)
@@ -280,6 +319,8 @@ def _feature_frame(model, data: pd.DataFrame, path: str) -> pd.DataFrame:
 
 
 def _cmd_predict(args: argparse.Namespace) -> int:
+    import pandas as pd
+
     from . import load
 
     _format(Path(args.out))  # fail before the work on a bad output name
@@ -302,6 +343,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
 def _cmd_search(args: argparse.Namespace) -> int:
     from .search import GraphGLMSearchCV
 
+    _check_model_out(args.out)
     X, y, fit_kwargs, estimator = _load_fit_data(args)
     estimator.set_params(verbose=0)  # the search's own bar is over trials
     search = GraphGLMSearchCV(

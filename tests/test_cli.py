@@ -203,3 +203,86 @@ def test_set_parses_values():
         "batch_size": None,
         "tol": 1e-3,
     }
+
+
+# ------------------------------------------------------------------ #16
+def test_help_does_not_import_torch():
+    # Every command's --help answers without loading torch (seconds) or the
+    # estimators; measured in a fresh interpreter, where nothing is imported yet.
+    code = (
+        "import sys\n"
+        "from autoglm_graph.cli import main\n"
+        "for command in ([], ['fit'], ['predict'], ['search'], ['datasets']):\n"
+        "    try:\n"
+        "        main([*command, '--help'])\n"
+        "    except SystemExit as exit:\n"
+        "        assert exit.code == 0, exit.code\n"
+        "heavy = [m for m in ('torch', 'torch_geometric', 'sklearn', 'pandas',\n"
+        "         'autoglm_graph.estimators') if m in sys.modules]\n"
+        "print('HEAVY', heavy)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert "HEAVY []" in result.stdout
+
+
+def test_package_names_load_lazily():
+    import autoglm_graph
+
+    assert set(autoglm_graph.__all__) == {"__version__", *autoglm_graph._EXPORTS}
+    for name in autoglm_graph.__all__:
+        assert getattr(autoglm_graph, name) is not None
+    assert autoglm_graph.load.__name__ == "load_model"
+    assert autoglm_graph.datasets.list_datasets is not None  # a submodule
+    assert "GraphGLMRegressor" in dir(autoglm_graph)
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        autoglm_graph.nope  # noqa: B018
+
+
+@pytest.mark.parametrize("out", ["m1.txt", "model.csv"])
+def test_model_out_with_a_file_extension_is_refused(table, tmp_path, capsys, out):
+    data = tmp_path / "claims.csv"
+    table[["x0", "x1", "claims"]].to_csv(data, index=False)
+    args = ["fit", str(data), "--target", "claims", "--family", "poisson"]
+    assert main([*args, "--out", str(tmp_path / out)]) == 1
+    line = _error_line(capsys)
+    assert f"looks like a {out[out.index('.'):]} file" in line
+    assert "model.zip" in line
+    assert not (tmp_path / out).exists()
+
+
+def test_model_out_as_directory_or_zip(table, tmp_path, capsys):
+    data = tmp_path / "claims.csv"
+    table[["x0", "x1", "claims"]].to_csv(data, index=False)
+    args = ["fit", str(data), "--target", "claims", "--family", "poisson"]
+    args += ["--set", "local_penalty=inf"]
+    assert main([*args, "--out", str(tmp_path / "m.zip")]) == 0
+    assert (tmp_path / "m.zip").is_file()
+    assert main([*args, "--out", f"{tmp_path / 'run.v1'}/"]) == 0  # trailing '/'
+    assert (tmp_path / "run.v1").is_dir()
+    assert "gain over the global GLM: -0 " not in capsys.readouterr().out
+
+
+def test_parquet_without_pyarrow_names_the_extra(table, tmp_path, capsys, monkeypatch):
+    import pandas.io.parquet
+
+    def no_engine(*args, **kwargs):
+        raise ImportError("Unable to find a usable engine; tried using: 'pyarrow'.")
+
+    monkeypatch.setattr(pandas.io.parquet, "get_engine", no_engine)
+    (tmp_path / "claims.parquet").write_bytes(b"PAR1")
+    args = ["fit", str(tmp_path / "claims.parquet"), "--target", "claims"]
+    assert main([*args, "--family", "poisson", "--out", str(tmp_path / "m")]) == 1
+    line = _error_line(capsys)
+    assert "pip install 'autoglm-graph[parquet]'" in line
+    data = tmp_path / "claims.csv"
+    table[["x0", "claims"]].to_csv(data, index=False)
+    model = tmp_path / "model"
+    fit = ["fit", str(data), "--target", "claims", "--family", "poisson"]
+    assert main([*fit, "--set", "local_penalty=inf", "--out", str(model)]) == 0
+    capsys.readouterr()
+    out = str(tmp_path / "p.parquet")
+    assert main(["predict", str(model), str(data), "--out", out]) == 1
+    assert "autoglm-graph[parquet]" in _error_line(capsys)
