@@ -53,6 +53,12 @@ def _pyplot():
     return plt
 
 
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the Python value, so that it prints as ``1``, not
+    ``np.int64(1)`` (numpy >= 2 repr)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def _axes(ax: Axes | None, figsize: tuple[float, float]) -> Axes:
     if ax is not None:
         return ax
@@ -78,8 +84,8 @@ def _select_class(model, local: pd.DataFrame, class_label):
         class_label = classes[0]
     if class_label not in classes:
         raise ValueError(
-            f"The 'class_label' parameter must be one of {classes}; "
-            f"got {class_label!r}."
+            f"The 'class_label' parameter must be one of "
+            f"{[_plain(c) for c in classes]}; got {_plain(class_label)!r}."
         )
     return local[class_label], class_label
 
@@ -165,7 +171,7 @@ def plot_local_coef(
     ax.set_xlabel("coefficient (standardised design)")
     title = f"per-row coefficients of {len(local)} rows"
     if class_label is not None:
-        title += f", class {class_label!r}"
+        title += f", class {_plain(class_label)!r}"
     ax.set_title(title)
     ax.legend(loc="best")
     return ax
@@ -349,11 +355,18 @@ def plot_search_history(search_or_study: Any, ax: Axes | None = None) -> Axes:
     ax.scatter(numbers, values, color="tab:blue", label="objective value")
     ax.step(numbers, best, where="post", color="tab:red", label="best value")
     ax.set_xlabel("trial")
+    ax.xaxis.set_major_locator(_integer_ticks())  # trials are numbered: no 2.5
     ax.set_ylabel("objective value")
     direction = "maximize" if maximize else "minimize"
     ax.set_title(f"optimization history of {study.study_name!r} ({direction})")
     ax.legend(loc="best")
     return ax
+
+
+def _integer_ticks():
+    from matplotlib.ticker import MaxNLocator
+
+    return MaxNLocator(integer=True)
 
 
 def plot_param_importances(search_or_study: Any, ax: Axes | None = None) -> Axes:
