@@ -9,6 +9,8 @@ one-hot encoding (with rare levels grouped) for categorical columns, and a final
 
 from __future__ import annotations
 
+import sys
+import warnings
 from numbers import Integral
 from typing import Any, ClassVar
 
@@ -24,12 +26,16 @@ from sklearn.preprocessing import FunctionTransformer, OneHotEncoder, StandardSc
 from sklearn.utils._param_validation import Interval, RealNotInt
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-__all__ = ["TabularPreprocessor"]
+__all__ = ["DroppedColumnsWarning", "TabularPreprocessor"]
 
 MISSING_LEVEL = "missing"
 """Level given to missing values of categorical columns before one-hot encoding."""
 
 _ONE_TO_ONE: dict[str, Any] = {"feature_names_out": "one-to-one"}
+
+
+class DroppedColumnsWarning(UserWarning):
+    """A column that varied in ``fit`` produced no feature (e.g. an identifier)."""
 
 
 def _as_object_with_nan(X: Any) -> np.ndarray:
@@ -116,6 +122,14 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
         names are all strings.
     n_features_out_ : int
         Number of output columns, ``len(get_feature_names_out())``.
+    dropped_columns_ : dict
+        Input columns that produced no output feature, mapped to the reason:
+        constant, all values missing, or every level rarer than
+        ``min_frequency`` (an identifier, or numbers stored as text), where the
+        grouped "infrequent" feature is constant. Empty when nothing was
+        dropped. ``fit`` warns (:class:`DroppedColumnsWarning`) about the
+        columns that varied, which held information; constant and empty
+        columns hold none and are dropped quietly.
 
     See Also
     --------
@@ -280,7 +294,58 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
         except ValueError:  # short names collide: numeric "a_b" vs level "b" of "a"
             columns.set_params(verbose_feature_names_out=True)
         self.n_features_out_ = len(self.get_feature_names_out())
+        self.dropped_columns_ = self._find_dropped_columns(X)
+        self._warn_dropped_columns()
         return self._finalize(X_out)
+
+    def _find_dropped_columns(self, X: Any) -> dict:
+        """Input columns none of whose output features survived, with why."""
+        columns = self.column_transformer_.named_steps["columns"]
+        kept = self.column_transformer_.named_steps["drop_constant"].get_support()
+        labels = self._columns if self._fitted_on_frame else self.numeric_features_
+        outputs: dict[int, list[int]] = {}  # input position -> output positions
+        for name, indices in columns.output_indices_.items():
+            start = indices.start
+            if name == "numeric":
+                for j, col in enumerate(self._numeric_idx):
+                    outputs.setdefault(col, []).append(start + j)
+            elif name == "missing":
+                indicator = columns.named_transformers_["missing"]
+                for j, feature in enumerate(indicator.features_):
+                    col = self._numeric_idx[feature]
+                    outputs.setdefault(col, []).append(start + j)
+            elif name == "categorical":
+                encoder = columns.named_transformers_["categorical"][-1]
+                for col, n_out in zip(
+                    self._categorical_idx, _onehot_widths(encoder), strict=True
+                ):
+                    outputs.setdefault(col, []).extend(range(start, start + n_out))
+                    start += n_out
+        dropped = {}
+        for col, positions in sorted(outputs.items()):
+            if not kept[positions].any():
+                values = X.iloc[:, col] if self._fitted_on_frame else X[:, col]
+                dropped[labels[col]] = _drop_reason(
+                    pd.Series(values), col in self._categorical_idx, self.min_frequency
+                )
+        return dropped
+
+    def _warn_dropped_columns(self) -> None:
+        informative = {
+            col: why
+            for col, why in self.dropped_columns_.items()
+            if not why.startswith(("constant", "all values missing"))
+        }
+        if informative:
+            listed = "; ".join(f"{col!r}: {why}" for col, why in informative.items())
+            warnings.warn(
+                f"{type(self).__name__} dropped {len(informative)} column(s) that "
+                f"produce no feature: {listed}. All dropped columns and the reasons "
+                "are in dropped_columns_ (model.preprocessor_.dropped_columns_ on "
+                "a fitted GraphGLM estimator).",
+                DroppedColumnsWarning,
+                stacklevel=_caller_stacklevel(),
+            )
 
     def _build_pipeline(self) -> Pipeline:
         transformers: list[tuple[str, Any, list[int]]] = []
@@ -401,6 +466,57 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
                 "numeric columns or set scale_numeric=True."
             )
         return X_out
+
+
+def _onehot_widths(encoder: OneHotEncoder) -> list[int]:
+    """Output columns per input column of a fitted encoder (no level dropped)."""
+    widths = []
+    for i, categories in enumerate(encoder.categories_):
+        infrequent = encoder.infrequent_categories_[i]
+        if infrequent is None:
+            widths.append(len(categories))
+        else:  # the rare levels share one "infrequent" column
+            widths.append(len(categories) - len(infrequent) + 1)
+    return widths
+
+
+def _caller_stacklevel() -> int:
+    """The stacklevel of the first frame outside this package and scikit-learn,
+    so that a warning points at the user's call, whatever wraps ``fit``."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").startswith(
+        ("autoglm_graph.", "sklearn.")
+    ):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _drop_reason(values: pd.Series, categorical: bool, min_frequency: Any) -> str:
+    """Why a column gave no feature; the wording the warning shows."""
+    present = values.dropna()
+    if present.empty:
+        return "all values missing"
+    distinct = present.astype(str).unique() if categorical else present.unique()
+    if len(distinct) == 1 and not values.isna().any():
+        return f"constant ({_plain(present.iloc[0])!r})"
+    if not categorical:  # numeric: constant apart from missing values
+        return f"constant ({_plain(present.iloc[0])!r}) where not missing"
+    why = (
+        f"each of its {len(distinct)} distinct values is rarer than "
+        f"min_frequency={min_frequency!r}, so all share one constant "
+        "'infrequent' feature"
+    )
+    numbers = pd.to_numeric(present.astype(str), errors="coerce")
+    if numbers.notna().all():
+        return (
+            f"numbers stored as text ({values.dtype}): {why}; convert it with "
+            "pandas.to_numeric to use it as a number"
+        )
+    return f"{why} (an identifier?)"
 
 
 def _check_no_infinity(X: pd.DataFrame, numeric_idx: list[int]) -> None:

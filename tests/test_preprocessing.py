@@ -12,7 +12,7 @@ import pytest
 from sklearn.base import clone
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from autoglm_graph.preprocessing import TabularPreprocessor
+from autoglm_graph.preprocessing import DroppedColumnsWarning, TabularPreprocessor
 
 NUMERIC = ["age", "income", "visits"]
 
@@ -404,3 +404,73 @@ def test_output_float32_c_contiguous(mixed_frame):
 @parametrize_with_checks([TabularPreprocessor()])
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+# ------------------------------------------------- dropped columns (#16)
+def _with_uninformative_columns(mixed_frame):
+    rng = np.random.default_rng(2)
+    n = len(mixed_frame)
+    return mixed_frame.assign(
+        price=rng.normal(10.0, 2.0, n).round(6).astype(str),  # numbers as text
+        user_id=[f"u{i:04d}" for i in range(n)],  # an identifier
+        same="a",
+        empty=np.nan,
+    )
+
+
+def test_dropped_columns_have_reasons(mixed_frame):
+    X = _with_uninformative_columns(mixed_frame)
+    with pytest.warns(DroppedColumnsWarning) as record:
+        pre = TabularPreprocessor().fit(X)
+    assert list(pre.dropped_columns_) == ["const", "price", "user_id", "same", "empty"]
+    reasons = pre.dropped_columns_
+    assert reasons["const"] == "constant (1.0)"
+    assert reasons["same"] == "constant ('a')"
+    assert reasons["empty"] == "all values missing"
+    assert reasons["price"].startswith("numbers stored as text")
+    assert "pandas.to_numeric" in reasons["price"]
+    assert re.search(r"each of its 200 distinct values is rarer", reasons["user_id"])
+    names = pre.get_feature_names_out()
+    assert not any(n.startswith(tuple(reasons)) for n in names)
+    # One warning, naming the columns that held information, pointing here.
+    assert len(record) == 1
+    message = str(record[0].message)
+    assert "'price'" in message and "'user_id'" in message
+    assert "'const'" not in message and "'empty'" not in message
+    assert record[0].filename == __file__
+
+
+def test_nothing_dropped_no_warning(mixed_frame):
+    X = mixed_frame.drop(columns="const")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pre = TabularPreprocessor().fit(X)
+    assert pre.dropped_columns_ == {}
+    numbers = X[["age", "visits"]].to_numpy(dtype=float)
+    assert TabularPreprocessor().fit(numbers).dropped_columns_ == {}
+
+
+def test_dropped_columns_of_arrays_and_partial_columns():
+    rng = np.random.default_rng(0)
+    X = np.column_stack([rng.normal(size=50), np.ones(50)])
+    assert TabularPreprocessor().fit(X).dropped_columns_ == {"x1": "constant (1.0)"}
+    # Constant apart from missing values: its missing indicator is a feature.
+    X[::5, 1] = np.nan
+    assert TabularPreprocessor().fit(X).dropped_columns_ == {}
+    pre = TabularPreprocessor(add_missing_indicator=False).fit(X)
+    assert pre.dropped_columns_ == {"x1": "constant (1.0) where not missing"}
+    # Rare levels beside frequent ones: the column stays (infrequent grouped).
+    levels = ["x"] * 30 + list("abcdefghijklmnopqrst")
+    frame = pd.DataFrame({"a": rng.normal(size=50), "b": levels})
+    assert TabularPreprocessor(min_frequency=5).fit(frame).dropped_columns_ == {}
+
+
+def test_estimator_warns_about_dropped_columns(mixed_frame, mixed_target):
+    from autoglm_graph import GraphGLMRegressor
+
+    X = _with_uninformative_columns(mixed_frame)
+    model = GraphGLMRegressor(family="gamma", local_penalty=np.inf, device="cpu")
+    with pytest.warns(DroppedColumnsWarning, match="'user_id'") as record:
+        model.fit(X, mixed_target)
+    assert record[0].filename == __file__
+    assert "user_id" in model.preprocessor_.dropped_columns_
