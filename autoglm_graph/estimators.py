@@ -1010,6 +1010,24 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
         eta = self._linear_predictor(X, offset)[:, 0]
         return self.family_.inverse_link(torch.as_tensor(eta)).numpy()
 
+    def predict_linear(self, X, offset=None) -> np.ndarray:
+        """The linear predictor ``eta = offset + b_i + x_i . beta_i`` (link scale).
+
+        ``predict(X, offset) == family_.inverse_link(predict_linear(X, offset))``;
+        for the log link, ``log(predict(X, offset))``.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        offset : array-like of shape (n_samples,), default=None
+            Added to the linear predictor, as in ``fit``.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        return self._linear_predictor(X, offset)[:, 0]
+
     def score(self, X, y, sample_weight=None, offset=None) -> float:
         """D^2, the fraction of deviance explained (1 is perfect).
 
@@ -1065,7 +1083,7 @@ class GraphGLMClassifier(ClassifierMixin, _BaseGraphGLM):
         if len(self.classes_) < 2:
             raise ValueError(
                 "GraphGLMClassifier needs at least 2 classes in y; got 1 class "
-                f"({self.classes_[0]!r})."
+                f"({self.classes_.tolist()[0]!r})."  # 1, not np.int64(1)
             )
         codes = self._label_encoder.transform(y)
         if len(self.classes_) == 2:
@@ -1120,3 +1138,36 @@ class GraphGLMClassifier(ClassifierMixin, _BaseGraphGLM):
         """Most probable class label per row."""
         proba = self.predict_proba(X, offset)
         return self.classes_[np.argmax(proba, axis=1)]
+
+    def predict_log_proba(self, X, offset=None) -> np.ndarray:
+        """Log of the class probabilities, shape (n_samples, n_classes).
+
+        Computed on the link scale (log-sigmoid, log-softmax), so that it is
+        finite where ``predict_proba`` rounds to 0.
+        """
+        eta = torch.as_tensor(self._linear_predictor(X, offset))
+        if len(self.classes_) == 2:
+            log_p = torch.nn.functional.logsigmoid(eta[:, 0])
+            log_q = torch.nn.functional.logsigmoid(-eta[:, 0])
+            return torch.stack([log_q, log_p], dim=1).numpy()
+        return torch.log_softmax(eta, dim=1).numpy()
+
+    def decision_function(self, X, offset=None) -> np.ndarray:
+        """Confidence scores on the link scale, as ``LogisticRegression``'s.
+
+        Two classes: the log-odds of ``classes_[1]``, shape (n_samples,);
+        positive means ``classes_[1]`` is predicted. More classes: the softmax
+        scores, shape (n_samples, n_classes), whose argmax is ``predict``.
+        The offset is included.
+        """
+        eta = self._linear_predictor(X, offset)
+        return eta[:, 0] if len(self.classes_) == 2 else eta
+
+    def predict_linear(self, X, offset=None) -> np.ndarray:
+        """The linear predictor (link scale): ``decision_function``'s values.
+
+        The same name as ``GraphGLMRegressor.predict_linear``: log-odds of
+        ``classes_[1]`` (shape (n_samples,)) for two classes, softmax scores
+        (shape (n_samples, n_classes)) for more.
+        """
+        return self.decision_function(X, offset)
