@@ -34,6 +34,10 @@ else:
 
 fit_kwargs = {} if data.offset_train is None else {"offset": data.offset_train}
 predict_kwargs = {} if data.offset_test is None else {"offset": data.offset_test}
+# Shown in full up to this many terms; longer tables say how many are left out.
+MAX_TERMS = 10
+print("fitting the graph GLM (10-30 s on a 2-core CPU) and its global GLM ...",
+      flush=True)
 start = time.perf_counter()
 model = make().fit(data.X_train, data.y_train, **fit_kwargs)
 seconds = time.perf_counter() - start
@@ -59,12 +63,27 @@ if data.coef_test is not None and data.family != "multinomial":
         print(f"per-row coefficient RMSE to the truth, {label}: "
               f"{np.sqrt((error ** 2).mean()):.3f}")
 
-print("\nglobal GLM coefficients (standardised design):")
-coef = np.atleast_2d(model.coef_)[0]
-for feature, value in list(zip(model.feature_names_out_, coef, strict=True))[:6]:
-    print(f"  {feature:>12s} {value:+.3f}")
 
-print("\nper-row coefficients of the first three test rows:")
-print(model.local_coef(data.X_test.iloc[:3]).iloc[:, :6].round(3).to_string())
-print("\nthe training rows the first test row attended to:")
-print(model.explain(data.X_test.iloc[:1]).head(5).round(3).to_string(index=False))
+
+def left_out(n_shown: int, n_all: int) -> str:
+    return f"  ... and {n_all - n_shown} more" if n_all > n_shown else ""
+
+
+coef = np.atleast_2d(model.coef_)[0]
+which = " (first class)" if np.ndim(model.coef_) == 2 and len(model.coef_) > 1 else ""
+print(f"\nglobal GLM coefficients{which}, {len(coef)} terms (standardised design):")
+terms = list(zip(model.feature_names_out_, coef, strict=True))
+for feature, value in terms[:MAX_TERMS]:
+    print(f"  {feature:>12s} {value:+.3f}")
+if note := left_out(MAX_TERMS, len(coef)):
+    print(note)
+
+local = model.local_coef(data.X_test.iloc[:3])
+print(f"\nper-row coefficients of the first three test rows ({local.shape[1]} terms):")
+print(local.iloc[:, :MAX_TERMS].round(3).to_string())
+if note := left_out(MAX_TERMS, local.shape[1]):
+    print(note)
+neighbours = model.explain(data.X_test.iloc[:1])
+print(f"\nthe training rows the first test row attended to (the first 5 of "
+      f"{len(neighbours)}):")
+print(neighbours.head(5).round(3).to_string(index=False))
