@@ -141,8 +141,11 @@ class EpochSelector:
 class EarlyStopping:
     """Stop when validation deviance has not improved for ``patience`` epochs.
 
-    An improvement must beat the best value by ``tol`` (relative). The best
-    epoch itself is tracked by the trainer regardless of ``tol``.
+    An improvement must beat the best value by ``tol`` (relative). The count
+    starts from the global GLM's validation deviance (epoch 0 of the history):
+    a network that does not beat the GLM within ``patience`` epochs is given
+    up then, not ``patience`` epochs after its own first, worse, epoch. The
+    best epoch itself is tracked by the trainer regardless of ``tol``.
     """
 
     def __init__(self, patience: int = 20, tol: float = 1e-4) -> None:
@@ -155,6 +158,10 @@ class EarlyStopping:
         value = logs.get("val_deviance")
         if value is None:
             return False
+        if not np.isfinite(self._best):
+            start = trainer.history[0] if trainer.history else {}
+            if start.get("epoch") == 0:
+                self._best = start.get("val_deviance", np.inf)
         if not np.isfinite(self._best) or value < self._best * (1 - self.tol):
             self._best = value
             self._bad_epochs = 0
@@ -275,14 +282,21 @@ class Trainer:
         states: SourceStates,
         return_graph: bool = False,
         return_attention: bool = False,
+        adjacency=None,
     ):
-        """Coefficient deviations of new rows, each linked to training rows only."""
+        """Coefficient deviations of new rows, each linked to training rows only.
+
+        ``adjacency`` may pass the rows' prepared neighbour lists (validation
+        rows between two graph refreshes); otherwise they are searched here.
+        """
         self.net.eval()
         with self._autocast():
             z = self.net.encode(context)
-        base = self.graph_vectors(train.context, states.embedding)
-        graph = self.build_graph(self.graph_vectors(context, z).float(), base)
-        adjacency = self.net.adjacency(graph, n_src=train.context.shape[0])
+        graph = None
+        if adjacency is None:
+            base = self.graph_vectors(train.context, states.embedding)
+            graph = self.build_graph(self.graph_vectors(context, z).float(), base)
+            adjacency = self.net.adjacency(graph, n_src=train.context.shape[0])
         with self._autocast():
             out = self.net.forward_query(
                 context,
@@ -415,6 +429,7 @@ class Trainer:
             self.__dict__.pop("_ema", None)
             self.__dict__.pop("_ema_steps", None)
             self.__dict__.pop("_adjacency_cache", None)  # scratch of the loop
+            self.__dict__.pop("_val_adjacency", None)
 
     def _fit(self, train: RowData, val: RowData | None) -> FittedGraphState | None:
         optimizer = torch.optim.AdamW(
@@ -446,6 +461,8 @@ class Trainer:
                 with torch.no_grad():
                     self.net.eval()
                     graph = self.training_graph(train)
+                    if val is not None:
+                        self._val_adjacency = self.validation_adjacency(train, val)
             logs = {"epoch": epoch, "graph_refreshed": refresh}
             validate = None
             if selector is not None:
@@ -509,8 +526,28 @@ class Trainer:
             self.net.load_state_dict(raw)
 
     @torch.no_grad()
+    def validation_adjacency(self, train: RowData, val: RowData):
+        """Validation rows' neighbours among the training rows, prepared.
+
+        Built at each refresh of the training graph, in the same space and
+        with the same weights, and kept until the next one: validation rows
+        are scored as new rows would have been at that refresh. Searching them
+        again every epoch cost as much as the training step itself (a
+        ``[n_val, n_train]`` product in 64 dimensions; 30 % of an epoch at 15k
+        rows on one CPU thread).
+        """
+        self.net.eval()
+        base = self.graph_vectors(train.context)
+        queries = self.graph_vectors(val.context)
+        graph = self.build_graph(queries.float(), base.float())
+        return self.net.adjacency(graph, n_src=train.context.shape[0])
+
+    @torch.no_grad()
     def _validate(self, train, val, selector, graph, logs, states) -> None:
-        unit = self._unit_deviance(self.query_delta(val.context, train, states), val)
+        delta = self.query_delta(
+            val.context, train, states, adjacency=self._val_adjacency
+        )
+        unit = self._unit_deviance(delta, val)
         epoch = logs["epoch"]
         logs["val_deviance"] = selector.update(
             unit, partial(self._snapshot, graph, epoch)

@@ -1,0 +1,120 @@
+"""The training loop's costs and decisions: searches, early stopping, threads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from autoglm_graph import GraphGLMRegressor, training
+from autoglm_graph.datasets import make_varying_coefficients
+from autoglm_graph.training import EarlyStopping
+
+SMALL = {"hidden_channels": 8, "heads": 2, "n_neighbors": 4}
+
+
+@pytest.fixture(scope="module")
+def poisson_rows():
+    X, y, _ = make_varying_coefficients(400, 3, family="poisson", random_state=0)
+    return X, y
+
+
+def test_validation_rows_are_searched_at_graph_refreshes_only(
+    poisson_rows, monkeypatch
+):
+    calls = []
+    search = training.cosine_topk
+
+    def counting(queries, base=None, **kwargs):
+        calls.append(None if base is None else base.shape[0])
+        return search(queries, base, **kwargs)
+
+    monkeypatch.setattr(training, "cosine_topk", counting)
+    X, y = poisson_rows
+    model = GraphGLMRegressor(
+        family="poisson",
+        max_epochs=12,
+        graph_refresh=5,
+        n_iter_no_change=50,
+        random_state=0,
+        **SMALL,
+    ).fit(X, y)
+    assert model.n_iter_ == 12
+    # Refreshes at epochs 1, 6 and 11: one training and one validation search
+    # each (not one validation search per epoch); prediction adds its own.
+    n_train = 400 - round(0.1 * 400)
+    assert calls == [None, n_train] * 3
+
+
+class _History:
+    def __init__(self, baseline: float) -> None:
+        self.history = [{"epoch": 0, "val_deviance": baseline}]
+
+
+def test_early_stopping_counts_from_the_global_glm():
+    trainer = _History(baseline=1.0)
+    stopper = EarlyStopping(patience=3, tol=0.0)
+    # Never better than the global GLM: given up after `patience` epochs.
+    assert [
+        stopper.on_epoch_end(trainer, {"val_deviance": v}) for v in (1.2, 1.1, 1.05)
+    ] == [
+        False,
+        False,
+        True,
+    ]
+    stopper = EarlyStopping(patience=3, tol=0.0)
+    # Beating it resets the count.
+    decisions = [
+        stopper.on_epoch_end(trainer, {"val_deviance": v})
+        for v in (1.2, 0.9, 0.95, 0.95, 0.95)
+    ]
+    assert decisions == [False, False, False, False, True]
+
+
+def test_network_that_cannot_beat_the_glm_stops_early():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 4))
+    y = rng.poisson(np.exp(0.3 * X[:, 0]))  # a plain GLM: nothing to learn
+    model = GraphGLMRegressor(
+        family="poisson", n_iter_no_change=4, random_state=0, **SMALL
+    ).fit(X, y)
+    assert model.is_global_only_
+    baseline = model.history_[0]["val_deviance"]
+    assert all(h["val_deviance"] > baseline for h in model.history_[1:])
+    # Patience counts from the global GLM (epoch 0), not from epoch 1.
+    assert model.n_iter_ == 4
+
+
+class _ThreadProbe:
+    def __init__(self) -> None:
+        self.seen: set[int] = set()
+
+    def on_epoch_end(self, trainer, logs) -> bool:
+        self.seen.add(torch.get_num_threads())
+        return False
+
+
+@pytest.mark.parametrize("n_jobs", [None, 1, 2])
+def test_n_jobs_sets_the_threads_of_fit_and_restores_them(poisson_rows, n_jobs):
+    X, y = poisson_rows
+    probe = _ThreadProbe()
+    before = torch.get_num_threads()
+    model = GraphGLMRegressor(
+        family="poisson",
+        max_epochs=2,
+        n_jobs=n_jobs,
+        callbacks=[probe],
+        random_state=0,
+        **SMALL,
+    ).fit(X, y)
+    assert probe.seen == {1 if n_jobs is None else n_jobs}
+    assert torch.get_num_threads() == before
+    model.predict(X[:5])
+    assert torch.get_num_threads() == before
+
+
+@pytest.mark.parametrize("n_jobs", [0, 1.5, "2", True])
+def test_bad_n_jobs_raises(poisson_rows, n_jobs):
+    X, y = poisson_rows
+    with pytest.raises(ValueError, match="'n_jobs' parameter"):
+        GraphGLMRegressor(n_jobs=n_jobs, max_epochs=1).fit(X, y)
