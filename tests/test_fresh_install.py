@@ -1,0 +1,89 @@
+"""The README's two commands pass in a fresh virtual environment (#16; slow).
+
+A copy of this checkout (tracked and untracked, not ignored files) gets a new
+``python -m venv`` without system site-packages; the README's commands, read
+from README.md, run verbatim in it with the environment's ``bin`` first on the
+PATH, as after ``source .venv/bin/activate``. pip's cache is shared with the
+machine's, so torch's wheel is not downloaded again; nothing else is reused.
+The second command runs the whole default suite: this test takes minutes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_readme import ROOT, readme_fresh_machine_commands
+
+# Per command; each took minutes on the 2-core CPU (install: pip's cache helps).
+TIMEOUT_S = 3600
+
+
+def _copy_checkout(dest: Path) -> None:
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        source = ROOT / name
+        if source.is_file():  # listed but deleted in the work tree: skip
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
+
+
+def _venv_env(venv: Path) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTEST_ADDOPTS")
+        and not k.startswith(("PYTEST_", "PYENV_VERSION"))
+    }
+    env["VIRTUAL_ENV"] = str(venv)
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env["MPLBACKEND"] = "Agg"
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git to list files")
+def test_readme_commands_in_a_fresh_venv(tmp_path):
+    install, run_tests = readme_fresh_machine_commands()
+    checkout = tmp_path / "autoglm_graph"
+    _copy_checkout(checkout)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    env = _venv_env(venv)
+    timings = {}
+    for command in (install, run_tests):
+        start = time.perf_counter()
+        result = subprocess.run(
+            ["bash", "-c", command],
+            cwd=checkout,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+            check=False,
+        )
+        timings[command] = time.perf_counter() - start
+        assert result.returncode == 0, (
+            f"{command!r} exited with {result.returncode}:\n"
+            f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+        )
+    # The commands used the fresh environment, not the one running this test.
+    where = subprocess.run(
+        ["bash", "-c", "python -c 'import autoglm_graph, sys; print(sys.prefix); "
+         "print(autoglm_graph.__file__)'"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert Path(where[0]) == venv
+    assert Path(where[1]).is_relative_to(checkout)
+    print({command: f"{seconds:.0f} s" for command, seconds in timings.items()})
