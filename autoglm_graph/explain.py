@@ -217,7 +217,7 @@ def _encode_target(estimator, y) -> np.ndarray:
     unknown = classes[codes] != y
     if np.any(unknown):
         raise ValueError(
-            f"y contains labels not seen in fit: {np.unique(y[unknown])[:5]!r}."
+            f"y contains labels not seen in fit: {np.unique(y[unknown])[:5].tolist()}."
         )
     if len(classes) == 2:
         return codes.astype(np.float64)
