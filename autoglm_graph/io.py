@@ -1,6 +1,6 @@
 """Safe persistence of fitted estimators: safetensors + JSON (+ skops), no pickle.
 
-A saved model is three members, in a directory or in one zip file:
+A saved model is four members, in a directory or in one zip file:
 
 ``model.json``
     The format name and version, the estimator class (one of an allow-list),
@@ -15,12 +15,20 @@ A saved model is three members, in a directory or in one zip file:
 ``preprocessor.skops``
     The fitted :class:`~autoglm_graph.preprocessing.TabularPreprocessor`, in
     skops' format (a zip of JSON and ``.npy`` arrays, read without pickle).
+``checksums.sha256``
+    The sha256 of the other three, as ``sha256sum`` writes them: a damaged
+    byte anywhere is refused before anything is parsed.
 
 Loading executes nothing taken from the files: class and family names are
 looked up in fixed dictionaries, the skops file may only hold scikit-learn's
 own types plus the four pinned in :data:`TRUSTED_PREPROCESSOR_TYPES`, every
 tensor's name and shape is checked against what the JSON configuration
-implies, and anything unexpected raises :class:`ModelFileError`.
+implies, and anything unexpected raises :class:`ModelFileError`. Loading is
+bounded: each member's size is checked before it is read
+(:data:`MAX_MEMBER_BYTES`), zip members that inflate too much, duplicated or
+encrypted ones are refused, ``model.json`` may nest only :data:`MAX_JSON_DEPTH`
+levels, and the network's configuration must fit the stored tensors before a
+module is built.
 
 Why skops for the preprocessing, rather than re-creating it from JSON: the
 fitted ``ColumnTransformer``/``OneHotEncoder``/``MissingIndicator`` keep much
@@ -150,7 +158,8 @@ def save_model(model, path: str | os.PathLike) -> Path:
     path : str or path-like
         A path ending in ``.zip`` gives one zip file; any other path is a
         directory (created if needed) holding ``model.json``,
-        ``tensors.safetensors`` and ``preprocessor.skops``.
+        ``tensors.safetensors``, ``preprocessor.skops`` and
+        ``checksums.sha256``.
 
     Returns
     -------
@@ -162,6 +171,17 @@ def save_model(model, path: str | os.PathLike) -> Path:
     ``callbacks`` cannot be saved (they are arbitrary objects): it is saved as
     None, with a warning when it was set. A ``RandomState`` instance as
     ``random_state`` is saved as None too. Tensors are saved from the CPU.
+
+    Saving over an existing model is atomic: the new model is written beside
+    it under a hidden temporary name, flushed to disk (fsync), then renamed
+    over it (a directory is swapped in one step where the system can: Linux
+    ``renameat2``, macOS ``renamex_np``). A process killed at any moment
+    leaves the old model or the new one, whole; at worst a hidden
+    ``.NAME.*.tmp`` beside it, which can be deleted. An existing directory is
+    replaced only if it holds nothing but a model's members. ``checksums.sha256``
+    records the sha256 of every member (``sha256sum -c`` checks a directory);
+    loading verifies them. Nothing is written through a symbolic link: a link
+    as the path, or as a member of the directory, raises ``ValueError``.
 
     Examples
     --------
@@ -540,9 +560,14 @@ def load_model(path: str | os.PathLike):
     Raises
     ------
     ModelFileError
-        When a member is missing, truncated or tampered with, names a class or
-        family outside the allow-lists, has another format version, or holds
-        tensors whose names or shapes do not fit the configuration.
+        For any bad file: a member missing, larger than its limit, damaged
+        (its sha256 differs) or tampered with, a damaged or suspicious zip
+        (duplicate, encrypted or zip-bomb members), a class or family outside
+        the allow-lists, another format version, a setting ``fit`` would
+        refuse or would not have made from the parameters, or tensors whose
+        names or shapes do not fit the configuration.
+    FileNotFoundError
+        When nothing is at ``path``.
     """
     members = _read_members(Path(path))
     _verify_checksums(members)
