@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import random
+import time
 import warnings
 
 import optuna
@@ -11,10 +15,12 @@ from optuna.distributions import (
     CategoricalDistribution,
     FloatDistribution,
     IntDistribution,
+    distribution_to_json,
 )
 from optuna.storages import BaseStorage, JournalStorage, RDBStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.study import StudyDirection
+from optuna.trial import TrialState
 
 #: Seconds between a running trial's heartbeats in an RDB storage made from a URL.
 HEARTBEAT_INTERVAL = 30
@@ -24,6 +30,10 @@ GRACE_PERIOD = 120
 MAX_RETRY = 3
 #: File endings that make a ``storage`` string a journal file, not a database URL.
 JOURNAL_SUFFIXES = (".log", ".jsonl", ".journal")
+#: Times opening a database storage is tried when workers started together
+#: race to create its schema (one of them gets an IntegrityError or a
+#: "database is locked" OperationalError; the schema exists at the next try).
+STORAGE_ATTEMPTS = 10
 
 
 class OptunaPruningCallback:
@@ -121,14 +131,34 @@ def make_storage(storage) -> BaseStorage | None:
     if "://" not in text:
         raise ValueError(f"{expected}; got {storage!r}.")
     try:
-        with warnings.catch_warnings():  # heartbeats are "experimental" in optuna
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return RDBStorage(text, **_heartbeat_kwargs())
+        return _open_database(text)
     except Exception as exc:  # sqlalchemy raises many kinds for a bad URL
         raise ValueError(
             f"The 'storage' URL {storage!r} could not be opened as a database: "
             f"{type(exc).__name__}: {exc}"
         ) from exc
+
+
+def _open_database(url: str) -> RDBStorage:
+    """``RDBStorage(url)``, tried again when another process created the schema
+    at the same moment (optuna creates the tables and inserts the alembic
+    version row; of two workers on a fresh database one then fails)."""
+    from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+
+    # ProgrammingError: PostgreSQL's "relation already exists" of the same race.
+    race = (IntegrityError, OperationalError, ProgrammingError)
+    for attempt in range(STORAGE_ATTEMPTS):
+        try:
+            with warnings.catch_warnings():  # heartbeats are "experimental"
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return RDBStorage(url, **_heartbeat_kwargs())
+        except race:
+            if attempt == STORAGE_ATTEMPTS - 1:
+                raise
+            # Jittered backoff (0.05 s doubling, at most 1 s): the workers
+            # that collided do not collide again.
+            time.sleep(min(1.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.5))
+    raise AssertionError("unreachable")
 
 
 def _heartbeat_kwargs() -> dict:
@@ -187,3 +217,117 @@ def start_point(params: dict, space: dict[str, BaseDistribution]) -> dict:
 def _on_step(value: float, low: float, step: float) -> bool:
     ratio = (value - low) / step
     return abs(ratio - round(ratio)) < 1e-8
+
+
+# ---------------------------------------------------------------- fingerprints
+#: Version of what a fingerprint covers; a study of another version is refused.
+FINGERPRINT_VERSION = 1
+
+
+def _digest(*parts: bytes) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(len(part).to_bytes(8, "little"))  # no two splits hash alike
+        h.update(part)
+    return h.hexdigest()
+
+
+def array_digest(values) -> str:
+    """sha256 of an array-like or DataFrame: its values, dtypes, shape and
+    column names (``"none"`` for None)."""
+    import numpy as np
+    import pandas as pd
+
+    if values is None:
+        return "none"
+    if isinstance(values, pd.DataFrame | pd.Series):
+        frame = values.to_frame() if isinstance(values, pd.Series) else values
+        names = json.dumps([str(c) for c in frame.columns]).encode()
+        dtypes = json.dumps([str(t) for t in frame.dtypes]).encode()
+        try:
+            rows = pd.util.hash_pandas_object(frame, index=False).to_numpy()
+        except TypeError:  # unhashable cells: their text
+            rows = np.asarray(frame.astype(str).to_numpy().tolist(), dtype=object)
+            return _digest(names, dtypes, json.dumps(rows.tolist()).encode())
+        return _digest(names, dtypes, rows.tobytes())
+    array = np.asarray(values)
+    shape = json.dumps(array.shape).encode()
+    if array.dtype.kind in "biufcmM":
+        data = np.ascontiguousarray(array).tobytes()
+    else:  # strings and objects: their JSON text
+        data = json.dumps(array.tolist(), default=repr).encode()
+    return _digest(array.dtype.str.encode(), shape, data)
+
+
+def study_fingerprint(
+    estimator, space: dict, data, cv, scoring, family: str
+) -> dict[str, str]:
+    """What a study is a study of: the data (X, y, weights, offset, groups),
+    the estimator class and family, the search space and how trials are
+    scored. Workers and resumed runs must agree on all of it."""
+    space_json = json.dumps(
+        {name: distribution_to_json(dist) for name, dist in sorted(space.items())}
+    )
+    if callable(scoring):
+        scoring = getattr(scoring, "__qualname__", type(scoring).__name__)
+    return {
+        "version": str(FINGERPRINT_VERSION),
+        "estimator": type(estimator).__name__,
+        "family": family,
+        "X": array_digest(data.X),
+        "y": array_digest(data.y),
+        "sample_weight": array_digest(data.sample_weight),
+        "offset": array_digest(data.offset),
+        "groups": array_digest(data.groups),
+        "search space": _digest(space_json.encode()),
+        "cv": repr(cv),
+        # scoring=None scores are negated deviances (higher is better).
+        "scoring": "negated deviance" if scoring is None else repr(scoring),
+    }
+
+
+def default_study_name(fingerprint: dict[str, str]) -> str:
+    """A stable name for a study of ``fingerprint``: runs on the same data,
+    family and space find (and resume) the same study."""
+    text = json.dumps(fingerprint, sort_keys=True).encode()
+    return f"autoglm-{hashlib.sha256(text).hexdigest()[:16]}"
+
+
+def check_fingerprint(study: optuna.Study, fingerprint: dict[str, str]) -> None:
+    """Record ``fingerprint`` in a new study, or refuse a study made for other
+    data, another family, space or scoring."""
+    name = study.study_name
+    advice = (
+        "Use another study_name (with a storage and no study_name, the name is "
+        "derived from the data, family and search space) or another storage."
+    )
+    if study.direction != StudyDirection.MAXIMIZE:
+        raise ValueError(
+            f"The study {name!r} minimises; GraphGLMSearchCV's studies maximise "
+            f"(negated deviances, as scikit-learn's scores). {advice}"
+        )
+    stored = study.user_attrs.get("fingerprint")
+    if stored is None:
+        trials = study.get_trials(deepcopy=False)
+        started = [t for t in trials if t.state != TrialState.WAITING]
+        if started:
+            raise ValueError(
+                f"The study {name!r} has {len(started)} trial(s) but no record "
+                "of the data, family and search space they were run on (made by "
+                f"another program or an older autoglm_graph). {advice}"
+            )
+        study.set_user_attr("fingerprint", fingerprint)
+        # Read back: of two workers with different data that start a new study
+        # together, the one whose record was overwritten refuses below.
+        stored = study.user_attrs.get("fingerprint")
+    if not isinstance(stored, dict):
+        stored = {}
+    differs = sorted(
+        k for k in set(stored) | set(fingerprint) if stored.get(k) != fingerprint.get(k)
+    )
+    if differs:
+        raise ValueError(
+            f"The study {name!r} in this storage was run on other "
+            f"{', '.join(differs)} than this fit has; its trials do not compare "
+            f"with this fit's. {advice}"
+        )

@@ -446,7 +446,11 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument(
         "--storage", help="Optuna storage URL, e.g. sqlite:///search.db (resumable)"
     )
-    search.add_argument("--study-name", help="Optuna study name")
+    search.add_argument(
+        "--study-name",
+        help="Optuna study name; with --storage the default is derived from the "
+        "data, family and search space, so that a rerun resumes the study",
+    )
     search.set_defaults(run=_cmd_search)
 
     datasets = commands.add_parser(

@@ -14,6 +14,7 @@ machines. :func:`auto_fit` is the one-call version for notebooks.
 from __future__ import annotations
 
 import copy
+import json
 import os
 import threading
 from numbers import Integral, Real
@@ -25,7 +26,7 @@ from optuna.distributions import BaseDistribution
 from optuna.study import MaxTrialsCallback
 from optuna.trial import TrialState
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
-from sklearn.metrics import check_scoring, log_loss
+from sklearn.metrics import accuracy_score, check_scoring, log_loss
 from sklearn.model_selection import check_cv
 from sklearn.utils import _safe_indexing, check_random_state, get_tags
 from sklearn.utils.validation import check_is_fitted
@@ -38,8 +39,11 @@ from ._optuna import (
     MAX_RETRY,
     OptunaPruningCallback,
     _suggest,
+    check_fingerprint,
+    default_study_name,
     make_storage,
     start_point,
+    study_fingerprint,
 )
 from .estimators import (
     GraphGLMClassifier,
@@ -121,17 +125,18 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
     cv : None, int, or cross-validation splitter, default=None
         None: each trial is one fit scored on the estimator's validation split
         (``validation_fraction`` of the rows, the same rows for every trial);
-        the score is the validation deviance of the model the fit kept (the
-        global GLM's when the network was not kept). Otherwise as
+        the score is the negated validation deviance of the model the fit kept
+        (the global GLM's when the network was not kept). Otherwise as
         ``sklearn.model_selection.check_cv``: the score is the mean over folds.
         When the Tweedie ``power`` is searched, every deviance is computed at
         the power of ``estimator`` (deviances of different powers do not
         compare).
     scoring : None, str or callable, default=None
-        With ``cv`` only. None: mean family deviance on the held-out fold for
-        regressors (under the family of ``estimator``), mean log-loss for
-        classifiers; minimised. A scikit-learn scorer name or callable
-        ``scorer(estimator, X, y)``: maximised.
+        With ``cv`` only. None: the negated mean family deviance on the
+        held-out fold for regressors (under the family of ``estimator``), the
+        negated mean log-loss for classifiers. A scikit-learn scorer name or
+        callable ``scorer(estimator, X, y)``. Either way greater is better and
+        the study maximises, as in ``GridSearchCV``.
     sampler : optuna.samplers.BaseSampler, default=None
         None: ``TPESampler`` seeded by ``random_state`` (and, with a storage,
         the process id, so that workers do not propose the same trials).
@@ -150,6 +155,11 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
         stays RUNNING and does not count towards ``n_trials``.
     study_name : str or None, default=None
         Name of the study in the storage (created, or loaded if it exists).
+        None with a storage: ``"autoglm-<hash>"``, derived from
+        ``fingerprint_``, so that rerunning the same search resumes it. A
+        study records its fingerprint (the data, target, weights, offset,
+        groups, estimator class, family, search space, ``cv`` and scoring) and
+        ``fit`` refuses, with a ``ValueError``, a study made for another one.
     n_jobs : int, default=1
         Threads running trials in this process (``study.optimize(n_jobs=...)``);
         for processes or machines, start several workers on one storage.
@@ -159,7 +169,9 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
     random_state : int, RandomState instance or None, default=None
         Seeds the sampler and, when the estimator's ``random_state`` is not an
         int, the one ``random_state`` every trial's estimator gets (stored in
-        the study so that all workers use the same validation split).
+        the study so that all workers use the same validation split; with a
+        storage and ``random_state=None`` it is derived from the data, so
+        that workers started together agree).
     verbose : int, default=0
         0: quiet. 1: a progress bar over trials. 2: also Optuna's log lines.
 
@@ -170,14 +182,17 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
     best_params_ : dict
         The searched parameters of the best trial.
     best_score_ : float
-        The best trial's score. With ``scoring=None`` a mean deviance (or
-        log-loss): lower is better, and it is positive. With a scikit-learn
-        scorer: higher is better, as in ``GridSearchCV``. ``direction_`` says
-        which.
-    direction_ : {"minimize", "maximize"}
+        The best trial's score; greater is better, as in ``GridSearchCV``.
+        With ``scoring=None`` the negated mean deviance (or log-loss), so at
+        most 0 (like scikit-learn's ``"neg_mean_poisson_deviance"``).
+    direction_ : "maximize"
+        The study's direction (always "maximize").
     global_score_ : float
         The same score for the global GLM alone (``local_penalty=inf``) on the
         same validation rows or folds.
+    fingerprint_ : dict of str to str
+        What the study is a study of (hashes of the data, the family, the
+        search space, ...), recorded in its user attributes.
     best_estimator_ : estimator
         Refit with ``best_params_`` (when ``refit=True``).
     trials_dataframe_ : DataFrame
@@ -346,7 +361,16 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
             folds = list(cv.split(data.X, data.y, data.groups))
         if self.scoring is not None:
             check_scoring(self.estimator, self.scoring)
-        self.direction_ = "minimize" if self.scoring is None else "maximize"
+        # Greater is better, as in scikit-learn: deviances are negated.
+        self.direction_ = "maximize"
+        self.fingerprint_ = study_fingerprint(
+            self.estimator,
+            space,
+            data,
+            self.cv,
+            self.scoring,
+            self._family_text(),
+        )
         n_entries = 8 if folds is None else 2 * len(folds) + 4
         self.neighbor_cache_ = NeighborCache(max_entries=n_entries)
         self._best_local: tuple[int, float, _BaseGraphGLM] | None = None
@@ -356,7 +380,8 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
             optuna.logging.set_verbosity(optuna.logging.WARNING)
         try:
             self.study_ = self._create_study(storage)
-            self.estimator_random_state_ = self._shared_random_state()
+            check_fingerprint(self.study_, self.fingerprint_)
+            self.estimator_random_state_ = self._shared_random_state(storage)
             self._optimize(space, data, folds)
         finally:
             optuna.logging.set_verbosity(verbosity)
@@ -371,22 +396,30 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
         pruner = self.pruner or optuna.pruners.MedianPruner(
             n_startup_trials=5, n_warmup_steps=5
         )
+        name = self.study_name
+        if name is None and storage is not None:
+            # A stable name, so that a rerun (or another worker) resumes it.
+            name = default_study_name(self.fingerprint_)
         return optuna.create_study(
             storage=storage,
-            study_name=self.study_name,
+            study_name=name,
             sampler=sampler,
             pruner=pruner,
             direction=self.direction_,
             load_if_exists=True,
         )
 
-    def _shared_random_state(self) -> int:
+    def _shared_random_state(self, storage) -> int:
         stored = self.study_.user_attrs.get("estimator_random_state")
         if stored is not None:
             return int(stored)
         own = self.estimator.random_state
         if isinstance(own, Integral) and not isinstance(own, bool):
             seed = int(own)
+        elif storage is not None and self.random_state is None:
+            # Workers started together all derive the same seed (a random one
+            # each would race to be stored, and splits would differ).
+            seed = int(self.fingerprint_["X"][:8], 16) % (2**31 - 1)
         else:
             seed = int(check_random_state(self.random_state).randint(2**31 - 1))
         self.study_.set_user_attr("estimator_random_state", seed)
@@ -473,13 +506,13 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
         return score
 
     def _keep_if_best(self, number: int, score: float, est) -> None:
-        sign = 1.0 if self.direction_ == "minimize" else -1.0
-        with self._lock:
-            if self._best_local is None or sign * score < sign * self._best_local[1]:
+        with self._lock:  # greater is better
+            if self._best_local is None or score > self._best_local[1]:
                 self._best_local = (number, score, est)
 
     def _validation_scores(self, est, data: _Data, space) -> tuple[float, float]:
-        """(kept model, global GLM) validation deviance of a cv=None trial."""
+        """(kept model, global GLM) negated validation deviance of a cv=None
+        trial (greater is better)."""
         history = est.history_
         if not history or history[0].get("epoch") != 0:
             raise ValueError(
@@ -487,12 +520,19 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
                 f"network: {est.global_only_reason_}); cv=None cannot score it."
             )
         if "power" in space:  # deviances under different powers do not compare
-            return self._reference_validation_scores(est, data)
-        global_score = float(history[0]["val_deviance"])
+            model, glm = self._reference_validation_scores(est, data)
+            return -model, -glm
+        global_score = -float(history[0]["val_deviance"])
         if est.is_global_only_:
             return global_score, global_score
         kept = next(h for h in history if h["epoch"] == est.best_epoch_)
-        return float(kept["val_deviance"]), global_score
+        return -float(kept["val_deviance"]), global_score
+
+    def _family_text(self) -> str:
+        if is_classifier(self.estimator):
+            return "classification"
+        family = self._reference_family()
+        return f"{family.name} {json.dumps(family._params(), sort_keys=True)}"
 
     def _reference_family(self):
         est = self.estimator
@@ -533,15 +573,15 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
             if rows.sample_weight is None:
                 return float(scorer(est, rows.X, rows.y))
             return float(scorer(est, rows.X, rows.y, sample_weight=rows.sample_weight))
-        if is_classifier(est):
+        if is_classifier(est):  # negated, as scikit-learn's "neg_log_loss"
             proba = est.predict_proba(rows.X, offset=rows.offset)
-            return float(
+            return -float(
                 log_loss(
                     rows.y, proba, labels=est.classes_, sample_weight=rows.sample_weight
                 )
             )
         mu = est.predict(rows.X, offset=rows.offset)
-        return self._deviance(self._reference_family(), mu, rows)
+        return -self._deviance(self._reference_family(), mu, rows)
 
     # ------------------------------------------------------------- results
     def _finish(self, data: _Data, folds) -> GraphGLMSearchCV:
@@ -588,18 +628,23 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
         for t in self.study_.get_trials(deepcopy=False):
             if t.state.name in counts:
                 counts[t.state.name] += 1
-        what = "validation deviance" if self.cv is None else "cross-validated score"
-        better = "lower" if self.direction_ == "minimize" else "higher"
+        if self.cv is None:
+            what = "negated validation deviance"
+        elif self.scoring is not None:
+            what = f"cross-validated {self.scoring}"
+        elif is_classifier(self.estimator):
+            what = "negated cross-validated log-loss"
+        else:
+            what = "negated cross-validated deviance"
         lines = [
             f"{type(self).__name__}: study {self.study_.study_name!r}, "
             f"{counts['COMPLETE']} complete, {counts['PRUNED']} pruned, "
             f"{counts['FAIL']} failed trials",
-            f"best {what} ({better} is better): {self.best_score_:.6g} "
+            f"best score, {what} (higher is better): {self.best_score_:.6g} "
             f"(trial {self.best_trial_.number})",
         ]
         if self.global_score_ is not None:
             gain = self.best_score_ - self.global_score_
-            gain = -gain if self.direction_ == "minimize" else gain
             pct = 100.0 * gain / abs(self.global_score_) if self.global_score_ else 0
             lines.append(
                 f"global GLM on the same rows: {self.global_score_:.6g}; "
@@ -633,8 +678,12 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
     def score(self, X, y, sample_weight=None, offset=None) -> float:
         """``best_estimator_.score``: D² for regressors, accuracy for classifiers."""
         best = self._best()
-        if is_classifier(best):
-            return best.score(X, y, sample_weight=sample_weight)
+        if is_classifier(best):  # ClassifierMixin.score would drop the offset
+            return float(
+                accuracy_score(
+                    y, best.predict(X, offset=offset), sample_weight=sample_weight
+                )
+            )
         return best.score(X, y, sample_weight=sample_weight, offset=offset)
 
 

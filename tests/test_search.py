@@ -69,8 +69,8 @@ def test_search_default_space_predicts_and_pipelines(poisson_data):
     assert np.isfinite(pipe.score(X, y))
     assert search.n_trials_ == 6
     assert set(search.best_params_) == set(est.default_search_space("poisson"))
-    assert search.direction_ == "minimize"
-    assert 0 < search.best_score_ <= search.global_score_ + 1e-9
+    assert search.direction_ == "maximize"  # negated deviances, as scikit-learn's
+    assert search.global_score_ - 1e-9 <= search.best_score_ < 0
     best = search.best_trial_
     assert best.value == pytest.approx(search.best_score_)
     assert search.best_estimator_.callbacks is None
@@ -99,7 +99,8 @@ def test_classifier_cv_scoring(poisson_data):
     # scoring=None with cv: mean log-loss, minimised
     search = GraphGLMSearchCV(est, SMALL_SPACE, n_trials=2, cv=2, random_state=0)
     search.fit(X, yc)
-    assert search.direction_ == "minimize" and search.best_score_ > 0
+    assert search.direction_ == "maximize" and search.best_score_ < 0
+    assert "negated cross-validated log-loss" in search.summary()
 
 
 class _PruneAfterFirst(optuna.pruners.BasePruner):
@@ -139,7 +140,9 @@ def test_graph_cache_is_shared(poisson_data):
         "threshold": FloatDistribution(0.0, 0.5),
     }
     storage = optuna.storages.InMemoryStorage()
-    study = optuna.create_study(storage=storage, study_name="cache")
+    study = optuna.create_study(
+        storage=storage, study_name="cache", direction="maximize"
+    )
     study.enqueue_trial({"n_neighbors": 12, "threshold": 0.0})  # widest k first
     search = GraphGLMSearchCV(
         est, space, n_trials=5, storage=storage, study_name="cache", random_state=0
