@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GroupShuffleSplit, train_test_split
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils import check_random_state
@@ -71,7 +72,7 @@ class _BaseGraphGLM(BaseEstimator):
         batch_size: int | None = None,
         early_stopping: bool = True,
         validation_fraction: float = 0.1,
-        n_iter_no_change: int = 20,
+        n_iter_no_change: int = 10,
         tol: float = 1e-4,
         callbacks: list | None = None,
         device: str = "auto",
@@ -347,6 +348,7 @@ class _BaseGraphGLM(BaseEstimator):
         trainer.callbacks = []
         trainer.neighbor_cache = None  # may be a search's, shared across trials
         self.best_epoch_ = best.epoch
+        self._warn_if_still_improving()
         self.network_ = trainer.net
         self._trainer = trainer
         self._train_rows = train
@@ -354,6 +356,24 @@ class _BaseGraphGLM(BaseEstimator):
         self._source_states = trainer.source_states(train, best.train_graph)
         trainer.__dict__.pop("_adjacency_cache", None)  # scratch of the loop
         return None
+
+    def _warn_if_still_improving(self) -> None:
+        """ConvergenceWarning when max_epochs cut a still-improving training.
+
+        Early stopping would have gone on: the kept epoch is among the last
+        ``n_iter_no_change`` ones, as scikit-learn's iterative estimators warn
+        when they reach ``max_iter``.
+        """
+        if not self.early_stopping or self.n_iter_ < self.max_epochs:
+            return
+        if self.max_epochs - self.best_epoch_ < self.n_iter_no_change:
+            warnings.warn(
+                f"Training stopped at max_epochs={self.max_epochs} while the "
+                f"validation deviance was still improving (best epoch "
+                f"{self.best_epoch_}); raise max_epochs for a better fit.",
+                ConvergenceWarning,
+                stacklevel=4,
+            )
 
     def _make_trainer(self, n_features: int, train: RowData) -> Trainer:
         target_channels = 0 if train.targets is None else train.targets.shape[1]
@@ -809,7 +829,13 @@ _COMMON_PARAMS_DOC = """
         without improvement. If no epoch beats the global GLM, the fitted model
         is the global GLM (``is_global_only_``).
     validation_fraction : float, default=0.1
-    n_iter_no_change : int, default=20
+    n_iter_no_change : int, default=10
+        Patience, counted from the global GLM's validation deviance; until an
+        epoch beats it, the patience is at most 5 epochs
+        (``training.SCREENING_EPOCHS``), so that a network with nothing to add
+        is given up early. 10 instead of 20 ends fits 10 epochs sooner; on the
+        suite's validation curves (smooth, from weight averaging) it kept the
+        same best epoch on all but one dataset.
     tol : float, default=1e-4
         Relative improvement of validation deviance that resets the patience.
     callbacks : list or None, default=None
@@ -924,7 +950,7 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
         batch_size: int | None = None,
         early_stopping: bool = True,
         validation_fraction: float = 0.1,
-        n_iter_no_change: int = 20,
+        n_iter_no_change: int = 10,
         tol: float = 1e-4,
         callbacks: list | None = None,
         device: str = "auto",

@@ -215,6 +215,68 @@ def win_lines(wins: dict) -> str:
     return "\n".join(lines)
 
 
+def fit_costs(summary: dict, model: str = "graphglm") -> dict:
+    """``model``'s fit seconds against LightGBM's and its own global GLM's.
+
+    Per dataset where both ran: the ratio ``model`` fit / LightGBM fit (same
+    process, same threads), and, where the fitted model is the global GLM,
+    the fallback budget ``5 x global GLM fit + 1 s``. Also the median and the
+    maximum ratio.
+    """
+    rows = {}
+    for name, d in summary.items():
+        ours, gbm = d["models"].get(model, {}), d["models"].get("lightgbm", {})
+        if "fit_s" not in ours or "fit_s" not in gbm:
+            continue
+        glm = d["models"].get(REFERENCE, {})
+        row = {
+            "fit_s": ours["fit_s"],
+            "lightgbm_fit_s": gbm["fit_s"],
+            "ratio": ours["fit_s"] / gbm["fit_s"],
+            "global_only": ours["note"].startswith("global GLM only"),
+        }
+        if row["global_only"] and "fit_s" in glm:
+            row["fallback_budget_s"] = 5 * glm["fit_s"] + 1.0
+        rows[name] = row
+    ratios = [r["ratio"] for r in rows.values()]
+    return {
+        "datasets": rows,
+        "median_ratio": float(np.median(ratios)) if ratios else None,
+        "max_ratio": float(np.max(ratios)) if ratios else None,
+    }
+
+
+def cost_table(costs: dict) -> str:
+    """Markdown: fit seconds, the ratio to LightGBM, the fallback budget."""
+    rows = []
+    for name, r in costs["datasets"].items():
+        budget = r.get("fallback_budget_s")
+        rows.append(
+            [
+                f"`{name}`",
+                _num(r["fit_s"], ".2f"),
+                _num(r["lightgbm_fit_s"], ".2f"),
+                _num(r["ratio"], ".1f"),
+                "yes" if r["global_only"] else "no",
+                "-" if budget is None else f"{_num(budget, '.2f')}",
+            ]
+        )
+    header = [
+        "dataset",
+        "graphglm fit s",
+        "lightgbm fit s",
+        "ratio",
+        "global GLM returned",
+        "fallback budget s (5 x GLM + 1)",
+    ]
+    summary = (
+        f"Median ratio **{_num(costs['median_ratio'], '.1f')}**, maximum "
+        f"**{_num(costs['max_ratio'], '.1f')}** (GraphGLM fit / LightGBM fit, "
+        "same process and threads)."
+    )
+    return _table(header, rows, "lrrrlr") + "\n\n" + summary
+
+
 def details_table(report: dict) -> str:
     """Long table: every metric of every (dataset, model)."""
     rows = []
@@ -276,6 +338,9 @@ def to_markdown(report: dict) -> str:
         main_table(report),
         "",
     ]
+    costs = fit_costs(report["summary"])
+    if costs["datasets"]:
+        parts += ["## Fit cost", "", cost_table(costs), ""]
     parts += ["## Models", ""]
     parts += [f"- `{m}`: {d}" for m, d in report["model_descriptions"].items()]
     parts += ["", METHOD_NOTES, ""]

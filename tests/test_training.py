@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
+from sklearn.exceptions import ConvergenceWarning
 
 from autoglm_graph import GraphGLMRegressor, training
 from autoglm_graph.datasets import make_varying_coefficients
@@ -53,16 +56,13 @@ class _History:
 
 def test_early_stopping_counts_from_the_global_glm():
     trainer = _History(baseline=1.0)
-    stopper = EarlyStopping(patience=3, tol=0.0)
+    stopper = EarlyStopping(patience=3, tol=0.0, screening=3)
     # Never better than the global GLM: given up after `patience` epochs.
-    assert [
+    decisions = [
         stopper.on_epoch_end(trainer, {"val_deviance": v}) for v in (1.2, 1.1, 1.05)
-    ] == [
-        False,
-        False,
-        True,
     ]
-    stopper = EarlyStopping(patience=3, tol=0.0)
+    assert decisions == [False, False, True]
+    stopper = EarlyStopping(patience=3, tol=0.0, screening=3)
     # Beating it resets the count.
     decisions = [
         stopper.on_epoch_end(trainer, {"val_deviance": v})
@@ -71,18 +71,30 @@ def test_early_stopping_counts_from_the_global_glm():
     assert decisions == [False, False, False, False, True]
 
 
+def test_screening_patience_until_the_glm_is_beaten():
+    trainer = _History(baseline=1.0)
+    stopper = EarlyStopping(patience=10, tol=0.0, screening=2)
+    assert [stopper.on_epoch_end(trainer, {"val_deviance": v}) for v in (1.1, 1.2)] == [
+        False,
+        True,
+    ]
+    # Once the GLM is beaten, the full patience applies.
+    stopper = EarlyStopping(patience=4, tol=0.0, screening=2)
+    values = (1.1, 0.9, 0.95, 0.95, 0.95, 0.95)
+    decisions = [stopper.on_epoch_end(trainer, {"val_deviance": v}) for v in values]
+    assert decisions == [False, False, False, False, False, True]
+
+
 def test_network_that_cannot_beat_the_glm_stops_early():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(600, 4))
     y = rng.poisson(np.exp(0.3 * X[:, 0]))  # a plain GLM: nothing to learn
-    model = GraphGLMRegressor(
-        family="poisson", n_iter_no_change=4, random_state=0, **SMALL
-    ).fit(X, y)
+    model = GraphGLMRegressor(family="poisson", random_state=0, **SMALL).fit(X, y)
     assert model.is_global_only_
     baseline = model.history_[0]["val_deviance"]
     assert all(h["val_deviance"] > baseline for h in model.history_[1:])
-    # Patience counts from the global GLM (epoch 0), not from epoch 1.
-    assert model.n_iter_ == 4
+    # The screening patience, counted from the global GLM (epoch 0).
+    assert model.n_iter_ == training.SCREENING_EPOCHS
 
 
 class _ThreadProbe:
@@ -118,3 +130,14 @@ def test_bad_n_jobs_raises(poisson_rows, n_jobs):
     X, y = poisson_rows
     with pytest.raises(ValueError, match="'n_jobs' parameter"):
         GraphGLMRegressor(n_jobs=n_jobs, max_epochs=1).fit(X, y)
+
+
+def test_convergence_warning_when_max_epochs_cuts_an_improving_fit():
+    X, y, _ = make_varying_coefficients(3000, 3, family="poisson", random_state=1)
+    params = dict(family="poisson", learning_rate=0.03, random_state=0, **SMALL)
+    with pytest.warns(ConvergenceWarning, match="max_epochs=4"):
+        model = GraphGLMRegressor(max_epochs=4, **params).fit(X, y)
+    assert not model.is_global_only_ and model.best_epoch_ == 4
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        GraphGLMRegressor(max_epochs=4, early_stopping=False, **params).fit(X, y)
