@@ -71,16 +71,20 @@ def test_early_stopping_counts_from_the_global_glm():
     assert decisions == [False, False, False, False, True]
 
 
-def test_screening_patience_until_the_glm_is_beaten():
+def test_screening_until_the_glm_is_beaten():
     trainer = _History(baseline=1.0)
     stopper = EarlyStopping(patience=10, tol=0.0, screening=2)
-    assert [stopper.on_epoch_end(trainer, {"val_deviance": v}) for v in (1.1, 1.2)] == [
-        False,
-        True,
-    ]
-    # Once the GLM is beaten, the full patience applies.
+    # Worse than the GLM and not falling after 2 epochs: given up.
+    decisions = [stopper.on_epoch_end(trainer, {"val_deviance": v}) for v in (1.1, 1.2)]
+    assert decisions == [False, True]
+    # Falling towards the GLM: screening waits, up to the full patience.
     stopper = EarlyStopping(patience=4, tol=0.0, screening=2)
-    values = (1.1, 0.9, 0.95, 0.95, 0.95, 0.95)
+    values = (1.3, 1.2, 1.1, 1.05, 1.01)
+    decisions = [stopper.on_epoch_end(trainer, {"val_deviance": v}) for v in values]
+    assert decisions == [False, False, False, True, True][: len(values)]
+    # Once the GLM is beaten, only the patience applies.
+    stopper = EarlyStopping(patience=4, tol=0.0, screening=2)
+    values = (1.1, 0.9, 0.95, 0.96, 0.97, 0.98)
     decisions = [stopper.on_epoch_end(trainer, {"val_deviance": v}) for v in values]
     assert decisions == [False, False, False, False, False, True]
 
