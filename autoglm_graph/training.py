@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -79,6 +80,23 @@ class FittedGraphState:
     state_dict: dict
     train_graph: NeighborGraph
     epoch: int
+
+
+#: Seconds before a quiet (``verbose=0``) fit shows its progress bar, and then
+#: only on a terminal or in a notebook: a fit of a few seconds stays silent,
+#: a long one says how far it is; fits in joblib workers (GridSearchCV with
+#: n_jobs), CI logs and pipes write to no terminal and stay quiet.
+PROGRESS_DELAY_S = 10.0
+
+
+def progress_options(verbose: int) -> dict:
+    """tqdm options: always shown when ``verbose``, else late and interactive only."""
+    if verbose:
+        return {"disable": False}
+    interactive = "ipykernel" in sys.modules or (
+        hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
+    )
+    return {"disable": not interactive, "delay": PROGRESS_DELAY_S, "leave": False}
 
 
 def linear_predictor(
@@ -476,7 +494,9 @@ class Trainer:
             }
             self._ema_steps = 0
         bar = tqdm(
-            range(1, self.max_epochs + 1), disable=not self.verbose, desc="epochs"
+            range(1, self.max_epochs + 1),
+            desc="epochs",
+            **progress_options(self.verbose),
         )
         for epoch in bar:
             start = time.perf_counter()

@@ -145,3 +145,22 @@ def test_convergence_warning_when_max_epochs_cuts_an_improving_fit():
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         GraphGLMRegressor(max_epochs=4, early_stopping=False, **params).fit(X, y)
+
+
+def test_quiet_fits_show_progress_only_late_and_on_a_terminal(monkeypatch):
+    assert training.progress_options(1) == {"disable": False}
+
+    class Stream:
+        def __init__(self, tty: bool) -> None:
+            self.tty = tty
+
+        def isatty(self) -> bool:
+            return self.tty
+
+    monkeypatch.delitem(__import__("sys").modules, "ipykernel", raising=False)
+    monkeypatch.setattr("sys.stderr", Stream(False))
+    assert training.progress_options(0)["disable"] is True
+    monkeypatch.setattr("sys.stderr", Stream(True))
+    options = training.progress_options(0)
+    assert options["disable"] is False
+    assert options["delay"] == training.PROGRESS_DELAY_S and not options["leave"]
