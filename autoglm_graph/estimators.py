@@ -765,7 +765,9 @@ _COMMON_PARAMS_DOC = """
         Build the graph in the learned embedding space (rebuilt every
         ``graph_refresh`` epochs) or in the standardised input space.
     graph_refresh : int, default=10
-        Epochs between rebuilds of the embedding-space graph.
+        Epochs between rebuilds of the embedding-space graph. The validation
+        rows' neighbours are searched at the same rebuilds (not every epoch),
+        so that early stopping scores them as new rows at that point.
     graph_backend : {"auto", "exact", "faiss"}, default="auto"
         Neighbour search (:func:`autoglm_graph.cosine_topk`): exact chunked
         search, or faiss HNSW (approximate, its efSearch calibrated to recall@k
