@@ -83,8 +83,9 @@ class Task:
     quick : bool
         Smoke-test settings: fewer epochs and trees.
     threads : int or None
-        Threads for LightGBM (``n_jobs``); None: its default. Torch and the
-        BLAS/OpenMP pools are limited by the runner.
+        Threads for LightGBM and GraphGLM (``n_jobs``); None: their
+        defaults (all cores for LightGBM, one thread for GraphGLM). Torch and
+        the BLAS/OpenMP pools of the other models are limited by the runner.
     """
 
     family: str
@@ -147,6 +148,7 @@ class GraphGLMModel:
 
     def __init__(self, task: Task, **params) -> None:
         self.task = task
+        params.setdefault("n_jobs", task.threads)  # None: the estimator's 1
         if task.is_classification:
             self.estimator = GraphGLMClassifier(random_state=task.seed, **params)
         else:

@@ -118,6 +118,7 @@ def run(args) -> list[dict]:
                 exact_deviance = deviance
             for threads in args.threads:
                 torch.set_num_threads(threads)
+                model.set_params(n_jobs=threads)  # the estimator's own limit
                 model.predict(X_test)  # warm-up (and any index build)
                 times = []
                 for _ in range(args.repeats):

@@ -175,6 +175,7 @@ def fit_one(config: dict) -> dict:
         device=config["device"],
         batch_size=config["batch_size"],
         graph_backend=config["backend"],
+        n_jobs=config["threads"],
     )
     if family in ("binomial", "multinomial"):
         model = GraphGLMClassifier(**params)
