@@ -602,6 +602,12 @@ def _read_members(path: Path) -> dict[str, bytes]:
     is read."""
     if path.is_dir():
         missing = [m for m in _ALL_MEMBERS if not (path / m).is_file()]
+        if missing == [CHECKSUMS_NAME]:
+            raise ModelFileError(
+                f"{path} lacks {CHECKSUMS_NAME}: it was saved in format version 1 "
+                f"(autoglm_graph 0.1 before checksums) or damaged; this version "
+                f"reads format version {FORMAT_VERSION}."
+            )
         if missing:
             raise ModelFileError(f"{path} lacks {', '.join(missing)}.")
         return {m: _read_file(path / m, m) for m in _ALL_MEMBERS}
@@ -964,12 +970,13 @@ def _expected_shapes(
     if not isinstance(network, dict):
         raise ModelFileError("fitted.network must be a JSON object.")
     _check_net_config(network["net"], model, tensors)
-    net = _make_net(network["net"])
-    if net.in_channels != p or net.out_channels != (p + 1) * n_outputs:
+    spec = network["net"]
+    if spec["in_channels"] != p or spec["out_channels"] != (p + 1) * n_outputs:
         raise ModelFileError(
-            f"The network maps {net.in_channels} -> {net.out_channels} channels; "
-            f"the design has {p} features and {n_outputs} output(s)."
+            f"The network maps {spec['in_channels']} -> {spec['out_channels']} "
+            f"channels; the design has {p} features and {n_outputs} output(s)."
         )
+    net = _make_net(spec)
     for key, value in net.state_dict().items():
         expected[f"network.{key}"] = tuple(value.shape)
     n = _int(network["n_train"], "n_train")
@@ -1060,8 +1067,18 @@ def _check_net_config(spec, model, tensors: dict[str, torch.Tensor]) -> None:
             f"target_channels={spec['target_channels']} does not fit the last "
             f"source state's width {width}."
         )
-    _int(spec["in_channels"], "in_channels", low=1)
-    _int(spec["out_channels"], "out_channels", low=1)
+    n_in = _int(spec["in_channels"], "in_channels", low=1)
+    n_out = _int(spec["out_channels"], "out_channels", low=1)
+    # The weight matrices the network must have (a lower bound of its size)
+    # against the network tensors really stored: the file pays for what it asks.
+    needed = hidden * (n_in + hidden) + spec["num_layers"] * hidden * hidden
+    needed += hidden * (2 * hidden + n_out)
+    stored = sum(t.numel() for k, t in tensors.items() if k.startswith("network."))
+    if stored < needed:
+        raise ModelFileError(
+            f"The network's configuration implies at least {needed} weights; "
+            f"{TENSORS_NAME} stores {stored}."
+        )
     if hidden % _int(spec["heads"], "heads", low=1, high=hidden):
         raise ModelFileError("heads must divide hidden_channels.")
 

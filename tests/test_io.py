@@ -694,3 +694,27 @@ def test_no_offset_no_warning(tmp_path, gaussian_glm):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         loaded.predict(X)
+
+
+def test_wide_network_is_refused_before_it_is_built(saved):
+    """A file asking for a network far larger than the weights it stores."""
+    import time
+
+    p = 200_000
+
+    def edit(config):
+        config["fitted"]["feature_names_out_"] = [f"f{i}" for i in range(p)]
+        net = config["fitted"]["network"]["net"]
+        net.update(in_channels=p, out_channels=p + 1)
+
+    _edit_json(saved, edit)
+    start = time.perf_counter()
+    with pytest.raises(ModelFileError, match="implies at least"):
+        load(saved)
+    assert time.perf_counter() - start < 5
+
+
+def test_format_version_1_directory(saved):
+    (saved / "checksums.sha256").unlink()
+    with pytest.raises(ModelFileError, match="format version 1"):
+        load(saved)
