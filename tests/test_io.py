@@ -430,6 +430,10 @@ def test_byte_flips_in_a_zip(tmp_path, poisson_model):
         outcomes["loaded equal"] += 1
     print(f"60 byte flips in a zip: {outcomes}")
     assert outcomes["refused"] >= 50
+    for length in rng.integers(0, len(original), 20):  # truncated copies
+        path.write_bytes(original[:length])
+        with pytest.raises(ModelFileError):
+            load(path)
 
 
 def test_bad_checksum_file(saved):
