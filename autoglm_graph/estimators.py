@@ -245,16 +245,20 @@ class _BaseGraphGLM(BaseEstimator):
         family.check_y(y_model)
         self.family_ = family
         self.preprocessor_ = TabularPreprocessor()
-        design = self.preprocessor_.fit_transform(X)
+        # float64: the GLM is solved to a gradient tolerance on it (the
+        # network takes a float32 copy).
+        design = self.preprocessor_.fit_transform(X, dtype=np.float64)
         self.feature_names_out_ = self.preprocessor_.get_feature_names_out()
+        _, scale = self.preprocessor_.design_scaling()
         glm = fit_global_glm(
-            design.astype(np.float64, copy=False),
+            design,
             y_model,
             family,
             n_outputs=self._n_outputs,
             sample_weight=sample_weight,
             offset=offset,
             alpha=self.alpha,
+            penalty_weights=scale**-2.0,  # alpha penalises the user's units
         )
         self.global_glm_ = glm
         self._set_global_coefficients(glm)
@@ -453,7 +457,20 @@ class _BaseGraphGLM(BaseEstimator):
         X = self._validate_X(X, reset=False)
         if X.shape[0] == 0:
             raise ValueError("Found array with 0 sample(s); at least 1 is required.")
-        return self.preprocessor_.transform(X)
+        return self.preprocessor_.transform(X, dtype=np.float64)
+
+    def _to_user_units(self, theta: np.ndarray) -> np.ndarray:
+        """Map ``[..., intercept, slopes]`` on the design to the user's units."""
+        shift, scale = self.preprocessor_.design_scaling()
+        slopes = theta[..., 1:] / scale
+        intercept = theta[..., 0] - slopes @ shift
+        return np.concatenate([intercept[..., None], slopes], axis=-1)
+
+    def _global_theta_user(self) -> np.ndarray:
+        """The global GLM's ``[n_outputs, 1 + p]`` (intercept, slopes), user units."""
+        glm = self.global_glm_
+        theta = np.concatenate([glm.intercept[:, None], glm.coef], axis=1)
+        return self._to_user_units(theta)
 
     @with_thread_limit
     def _coefficients(self, design: np.ndarray, offset=None):
@@ -524,6 +541,7 @@ class _BaseGraphGLM(BaseEstimator):
         """
         design = self._design(X)
         _, theta = self._coefficients(design, offset)
+        theta = self._to_user_units(theta)
         terms = ["intercept", *self.feature_names_out_]
         index = X.index if hasattr(X, "index") else None
         if self._n_outputs == 1:
@@ -1025,8 +1043,9 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
         return family
 
     def _set_global_coefficients(self, glm) -> None:
-        self.coef_ = glm.coef[0].copy()
-        self.intercept_ = float(glm.intercept[0])
+        theta = self._global_theta_user()
+        self.coef_ = theta[0, 1:].copy()
+        self.intercept_ = float(theta[0, 0])
 
     def fit(
         self, X, y, sample_weight=None, offset=None, groups=None
@@ -1150,8 +1169,9 @@ class GraphGLMClassifier(ClassifierMixin, _BaseGraphGLM):
         return y_model if y_model.ndim == 1 else y_model.argmax(axis=1)
 
     def _set_global_coefficients(self, glm) -> None:
-        self.coef_ = glm.coef.copy()
-        self.intercept_ = glm.intercept.copy()
+        theta = self._global_theta_user()
+        self.coef_ = theta[:, 1:].copy()
+        self.intercept_ = theta[:, 0].copy()
 
     def fit(
         self, X, y, sample_weight=None, offset=None, groups=None

@@ -109,7 +109,7 @@ def coef_table(
     if not 0 < alpha < 1:
         raise ValueError(f"The 'alpha' parameter must be in (0, 1); got {alpha!r}.")
     check_is_fitted(estimator, "global_glm_")
-    design = estimator._design(X).astype(np.float64)
+    design = estimator._design(X)  # float64
     n = design.shape[0]
     y_model = _encode_target(estimator, y)
     check_consistent_length(design, y_model)
@@ -133,7 +133,9 @@ def coef_table(
         for j in range(K):
             hessian[k, :, j, :] = X1.T @ (X1 * (w * info_eta[:, k, j])[:, None])
     hessian = hessian.reshape(K * m, K * m)
-    penalty = estimator.alpha * w.sum() * np.tile(np.r_[0.0, np.ones(m - 1)], K)
+    shift, scale = estimator.preprocessor_.design_scaling()
+    # alpha penalises the coefficients in the user's units, c_j / scale_j.
+    penalty = estimator.alpha * w.sum() * np.tile(np.r_[0.0, scale**-2.0], K)
     hessian[np.diag_indices_from(hessian)] += penalty
     scores = (w[:, None] * score_eta)[:, :, None] * X1[:, None, :]  # [n, K, p+1]
     scores = scores.reshape(n, K * m)
@@ -149,7 +151,13 @@ def coef_table(
         cov = dispersion * bread
     else:
         cov = bread @ (scores.T @ scores) @ bread
-    return _table(estimator, params.ravel(), cov, alpha, dispersion, cov_type)
+    # To the user's units: intercept - sum_j c_j shift_j / scale_j, c_j / scale_j.
+    block = np.diag(np.r_[1.0, 1.0 / scale])
+    block[0, 1:] = -shift / scale
+    jacobian = linalg.block_diag(*([block] * K))
+    coef = jacobian @ params.ravel()
+    cov = jacobian @ cov @ jacobian.T
+    return _table(estimator, coef, cov, alpha, dispersion, cov_type)
 
 
 def _single_parts(family, y: np.ndarray, eta: np.ndarray, observed: bool):
@@ -171,9 +179,7 @@ def _single_parts(family, y: np.ndarray, eta: np.ndarray, observed: bool):
     if not observed:
         mu = family.inverse_link(eta_t).detach()
         half_at_mu = family.unit_deviance(mu, eta_t) / 2
-        (grad_at_mu,) = torch.autograd.grad(
-            half_at_mu.sum(), eta_t, create_graph=True
-        )
+        (grad_at_mu,) = torch.autograd.grad(half_at_mu.sum(), eta_t, create_graph=True)
         (info,) = torch.autograd.grad(grad_at_mu.sum(), eta_t)
     else:
         (info,) = torch.autograd.grad(grad.sum(), eta_t)
@@ -286,8 +292,7 @@ def local_coef_summary(estimator, X, offset=None) -> pd.DataFrame:
     """
     local = estimator.local_coef(X, offset)
     values = local.to_numpy(dtype=np.float64)
-    glm = estimator.global_glm_
-    global_coef = np.concatenate([glm.intercept[:, None], glm.coef], axis=1).ravel()
+    global_coef = estimator._global_theta_user().ravel()
     sd = values.std(axis=0, ddof=1) if len(values) > 1 else np.zeros(values.shape[1])
     sd[np.ptp(values, axis=0) == 0] = 0.0  # exactly 0, not rounding noise
     summary = {

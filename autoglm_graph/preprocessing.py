@@ -215,7 +215,9 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit_transform(self, X: Any, y: Any = None, **fit_params: Any) -> np.ndarray:
+    def fit_transform(
+        self, X: Any, y: Any = None, *, dtype: Any = np.float32, **fit_params: Any
+    ) -> np.ndarray:
         """Fit to ``X`` and return its transformed version in one pass.
 
         Parameters
@@ -224,17 +226,43 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
             Training data.
         y : None
             Ignored.
+        dtype : {np.float32, np.float64}, default=np.float32
+            Floating type of the output (the global GLM is solved in float64).
         **fit_params : dict
             Ignored; accepted for compatibility with :class:`TransformerMixin`.
 
         Returns
         -------
-        X_out : ndarray of shape (n_samples, n_features_out_), dtype float32
-            Same as ``fit(X).transform(X)``.
+        X_out : ndarray of shape (n_samples, n_features_out_), dtype ``dtype``
+            Same as ``fit(X).transform(X, dtype=dtype)``.
         """
-        return self._fit_transform(X)
+        return self._fit_transform(X, dtype)
 
-    def transform(self, X: Any) -> np.ndarray:
+    def design_scaling(self) -> tuple[np.ndarray, np.ndarray]:
+        """The affine map from the user's units to the output columns.
+
+        Returns
+        -------
+        shift, scale : ndarrays of shape (n_features_out_,)
+            Output column ``j`` is ``(u_j - shift[j]) / scale[j]``, where
+            ``u_j`` is the column in the user's units (the imputed numeric
+            column, a 0/1 indicator or one-hot level). Unscaled columns have
+            shift 0 and scale 1. A coefficient ``c`` of output column ``j`` is
+            ``c / scale[j]`` per unit of the user's column.
+        """
+        check_is_fitted(self)
+        columns = self.column_transformer_.named_steps["columns"]
+        n_all = max(s.stop for s in columns.output_indices_.values())
+        shift, scale = np.zeros(n_all), np.ones(n_all)
+        if "numeric" in columns.named_transformers_ and self.scale_numeric:
+            scaler = columns.named_transformers_["numeric"].named_steps["scale"]
+            where = columns.output_indices_["numeric"]
+            shift[where] = scaler.mean_
+            scale[where] = scaler.scale_
+        kept = self.column_transformer_.named_steps["drop_constant"].get_support()
+        return shift[kept], scale[kept]
+
+    def transform(self, X: Any, *, dtype: Any = np.float32) -> np.ndarray:
         """Encode ``X`` with the fitted preprocessing.
 
         Parameters
@@ -243,15 +271,17 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
             Data with the same columns as in ``fit``. Missing values and unseen
             categories are allowed (unseen categories map to the infrequent
             feature when there is one, otherwise to all zeros).
+        dtype : {np.float32, np.float64}, default=np.float32
+            Floating type of the output.
 
         Returns
         -------
-        X_out : ndarray of shape (n_samples, n_features_out_), dtype float32
+        X_out : ndarray of shape (n_samples, n_features_out_), dtype ``dtype``
             C-contiguous and finite.
         """
         check_is_fitted(self)
         X = self._validate_input(X, reset=False)
-        return self._finalize(self.column_transformer_.transform(X))
+        return self._finalize(self.column_transformer_.transform(X), dtype)
 
     def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
         """Names of the output features.
@@ -284,7 +314,7 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ helpers
 
-    def _fit_transform(self, X: Any) -> np.ndarray:
+    def _fit_transform(self, X: Any, dtype: Any = np.float32) -> np.ndarray:
         X = self._validate_input(X, reset=True)
         self.column_transformer_ = self._build_pipeline()
         X_out = self.column_transformer_.fit_transform(X)
@@ -296,7 +326,7 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
         self.n_features_out_ = len(self.get_feature_names_out())
         self.dropped_columns_ = self._find_dropped_columns(X)
         self._warn_dropped_columns()
-        return self._finalize(X_out)
+        return self._finalize(X_out, dtype)
 
     def _find_dropped_columns(self, X: Any) -> dict:
         """Input columns none of whose output features survived, with why."""
@@ -458,12 +488,14 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
         self.categorical_features_ = [X.columns[i] for i in self._categorical_idx]
 
     @staticmethod
-    def _finalize(X_out: Any) -> np.ndarray:
-        X_out = np.ascontiguousarray(X_out, dtype=np.float32)
+    def _finalize(X_out: Any, dtype: Any = np.float32) -> np.ndarray:
+        if np.dtype(dtype) not in (np.float32, np.float64):
+            raise ValueError(f"dtype must be float32 or float64; got {dtype!r}.")
+        X_out = np.ascontiguousarray(X_out, dtype=dtype)
         if not np.isfinite(X_out).all():
             raise ValueError(
-                "The encoded matrix has values too large for float32; rescale the "
-                "numeric columns or set scale_numeric=True."
+                f"The encoded matrix has values too large for {np.dtype(dtype)}; "
+                "rescale the numeric columns or set scale_numeric=True."
             )
         return X_out
 

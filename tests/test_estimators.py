@@ -120,7 +120,7 @@ def test_local_coef_and_explain(fitted_poisson):
     coef = model.local_coef(X[:5])
     assert list(coef.columns) == ["intercept", *model.feature_names_out_]
     eta = coef["intercept"].to_numpy() + np.einsum(
-        "np,np->n", coef.iloc[:, 1:].to_numpy(), model.preprocessor_.transform(X[:5])
+        "np,np->n", coef.iloc[:, 1:].to_numpy(), np.asarray(X[:5], dtype=float)
     )
     np.testing.assert_allclose(np.exp(eta), model.predict(X[:5]), rtol=1e-5)
     explanation = model.explain(X[:3])
