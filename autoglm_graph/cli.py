@@ -280,7 +280,9 @@ def _check_model_out(out: str) -> None:
     ``save`` writes a directory for any path but ``.zip``: without this check
     ``--out m1.txt`` would silently become a folder named ``m1.txt``.
     """
-    path = Path(out)
+    from .io import check_save_path
+
+    path = check_save_path(out)  # a link, or a folder holding other files
     suffix = path.suffix.lower()
     if suffix in ("", ".zip") or out.endswith(("/", "\\")) or path.is_dir():
         return

@@ -81,6 +81,7 @@ __all__ = [
     "MAX_MEMBER_BYTES",
     "TRUSTED_PREPROCESSOR_TYPES",
     "ModelFileError",
+    "check_save_path",
     "load_model",
     "save_model",
 ]
@@ -263,10 +264,41 @@ def _fsync_directory(path: Path) -> None:
         os.close(fd)
 
 
+def check_save_path(path: str | os.PathLike) -> Path:
+    """Refuse now a path that :func:`save_model` would refuse after the work.
+
+    Parameters
+    ----------
+    path : str or path-like
+        Where a model is to be saved.
+
+    Returns
+    -------
+    Path
+
+    Raises
+    ------
+    ValueError
+        When the path (or a member of the directory) is a symbolic link, a
+        ``.zip`` path is a directory, or a directory path is a file or a
+        directory holding anything but a saved model.
+    """
+    path = Path(path)
+    if path.suffix.lower() == ".zip":
+        _refuse_link(path, "The model file")
+        if path.is_dir():
+            raise ValueError(
+                f"{path} is a directory; a .zip model path must be a file."
+            )
+    else:
+        _refuse_link(path, "The model directory")
+        if path.exists():
+            _check_replaceable(path)
+    return path
+
+
 def _replace_zip(path: Path, members: dict[str, bytes]) -> None:
-    _refuse_link(path, "The model file")
-    if path.is_dir():
-        raise ValueError(f"{path} is a directory; a .zip model path must be a file.")
+    check_save_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as zf:
@@ -283,10 +315,8 @@ def _replace_zip(path: Path, members: dict[str, bytes]) -> None:
 
 
 def _replace_directory(path: Path, members: dict[str, bytes]) -> None:
-    _refuse_link(path, "The model directory")
+    check_save_path(path)
     exists = path.exists()
-    if exists:
-        _check_replaceable(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _temp_name(path)
     os.mkdir(tmp, 0o777)  # the umask applies, as it does to a plain mkdir
@@ -618,9 +648,7 @@ def _read_members(path: Path) -> dict[str, bytes]:
         raise ModelFileError(f"{path} is larger than a model may be ({limit} bytes).")
     try:
         if not zipfile.is_zipfile(path):
-            raise ModelFileError(
-                f"{path} is neither a model directory nor a zip file."
-            )
+            raise ModelFileError(f"{path} is neither a model directory nor a zip file.")
         with zipfile.ZipFile(path) as zf:
             infos = _checked_infos(zf, f"{path}", _ALL_MEMBERS, limit)
             return {m: _read_zip_member(zf, infos[m]) for m in _ALL_MEMBERS}
@@ -1050,8 +1078,10 @@ def _check_net_config(spec, model, tensors: dict[str, torch.Tensor]) -> None:
     _int(spec["num_layers"], "num_layers", low=1, high=MAX_LAYERS)
     layers = sum(key.startswith("source_states.layers.") for key in tensors)
     pooled = tensors.get("source_states.pooled")
-    if layers != spec["num_layers"] or pooled is None or (
-        tuple(pooled.shape) != (spec["hidden_channels"],)
+    if (
+        layers != spec["num_layers"]
+        or pooled is None
+        or (tuple(pooled.shape) != (spec["hidden_channels"],))
     ):
         raise ModelFileError(
             f"The network (num_layers={spec['num_layers']}, hidden_channels="
@@ -1114,9 +1144,7 @@ def _check_trainer_config(config: dict, graph: dict, model) -> None:
             ok = value in ("auto", "exact", "faiss")
         elif param in params:
             expected = params[param]
-            ok = value == expected and (type(value) is bool) == (
-                type(expected) is bool
-            )
+            ok = value == expected and (type(value) is bool) == (type(expected) is bool)
         else:  # a setting without a parameter: its default's type
             default = defaults.get(what.removeprefix("trainer."))
             ok = isinstance(default, _SCALARS) and type(value) is type(default)
@@ -1253,8 +1281,7 @@ def _bool(value, what: str) -> bool:
 def _history(history) -> list[dict]:
     """Per-epoch logs: a list of objects of scalars, as the training loop writes."""
     if not isinstance(history, list) or not all(
-        isinstance(entry, dict)
-        and all(isinstance(v, _SCALARS) for v in entry.values())
+        isinstance(entry, dict) and all(isinstance(v, _SCALARS) for v in entry.values())
         for entry in history
     ):
         raise ModelFileError("history_ must be a list of objects of scalars.")

@@ -722,3 +722,25 @@ def test_format_version_1_directory(saved):
     (saved / "checksums.sha256").unlink()
     with pytest.raises(ModelFileError, match="format version 1"):
         load(saved)
+
+
+def test_cli_refuses_an_unsafe_out_before_fitting(tmp_path, capsys, monkeypatch):
+    from autoglm_graph import cli
+
+    X, y = _varying(60, "gaussian")
+    data = tmp_path / "d.csv"
+    pd.DataFrame(X, columns=["a", "b", "c"]).assign(t=y).to_csv(data, index=False)
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "mine.txt").write_text("mine")
+    (tmp_path / "link.zip").symlink_to(tmp_path / "elsewhere.zip")
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("fitted before the --out check")
+
+    monkeypatch.setattr(GraphGLMRegressor, "fit", no_fit)
+    for out, message in [("notes", "not part of a saved model"), ("link.zip", "link")]:
+        args = ["fit", str(data), "--target", "t", "--family", "gaussian"]
+        args += ["--out", str(tmp_path / out)]
+        assert cli.main(args) == 1
+        assert message in capsys.readouterr().err
+    assert (tmp_path / "notes" / "mine.txt").read_text() == "mine"
