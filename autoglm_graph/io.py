@@ -894,13 +894,15 @@ def _build(config: dict, tensors: dict[str, torch.Tensor], preprocessor):
         coef=tensors["global_glm.coef"].numpy().copy(),
         intercept=tensors["global_glm.intercept"].numpy().copy(),
         n_iter=_int(glm_info["n_iter"], "global_glm.n_iter", low=0),
-        converged=bool(glm_info["converged"]),
+        converged=_bool(glm_info["converged"], "global_glm.converged"),
     )
     model.global_glm_ = glm
     model._set_global_coefficients(glm)
-    model.is_global_only_ = bool(fitted["is_global_only_"])
+    model.is_global_only_ = _bool(fitted["is_global_only_"], "is_global_only_")
     reason = fitted["global_only_reason_"]
-    model.global_only_reason_ = None if reason is None else str(reason)
+    if reason is not None and not isinstance(reason, str):
+        raise ModelFileError(f"global_only_reason_ must be a string; got {reason!r}.")
+    model.global_only_reason_ = reason
     model.history_ = _history(fitted["history_"])
     model.n_iter_ = _int(fitted["n_iter_"], "n_iter_", low=0)
     model.offset_used_ = _bool(fitted["offset_used_"], "offset_used_")

@@ -650,6 +650,9 @@ def test_huge_network_is_refused_quickly(saved):
         (lambda c: c["fitted"].update(best_epoch_=-3), "best_epoch_"),
         (lambda c: c["fitted"]["network"]["net"].update(heads=0), "heads"),
         (lambda c: c.update(fitted=[]), "fitted"),
+        (lambda c: c["fitted"].update(is_global_only_="no"), "is_global_only_"),
+        (lambda c: c["fitted"]["global_glm"].update(converged=1), "converged"),
+        (lambda c: c["fitted"].update(global_only_reason_=[1]), "reason"),
     ],
     ids=[
         "threshold-str",
@@ -665,6 +668,9 @@ def test_huge_network_is_refused_quickly(saved):
         "best-epoch",
         "heads",
         "fitted",
+        "is-global-only",
+        "converged",
+        "reason",
     ],
 )
 def test_fields_are_validated_as_fit_would(saved, edit, match):
