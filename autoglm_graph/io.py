@@ -948,7 +948,19 @@ def _params_from_json(cls, params) -> dict:
         get_family(out["family"])  # a registry lookup; unknown names raise
     if out.get("callbacks") is not None:
         raise ModelFileError("callbacks cannot be loaded; it must be null.")
+    for key, high in _PARAM_BOUNDS.items():
+        value = out.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > high:
+            raise ModelFileError(
+                f"The parameter {key}={value} is beyond what a model file may ask "
+                f"for ({high})."
+            )
     return out
+
+
+# Parameters whose size the machine pays at prediction, beyond what fit
+# checks: n_jobs threads are allocated (1e9 of them: a 216 GB allocation).
+_PARAM_BOUNDS = {"n_jobs": 4096}
 
 
 def _family_from_json(spec) -> Family:

@@ -650,6 +650,7 @@ def test_huge_network_is_refused_quickly(saved):
         (lambda c: c["fitted"].update(best_epoch_=-3), "best_epoch_"),
         (lambda c: c["fitted"]["network"]["net"].update(heads=0), "heads"),
         (lambda c: c.update(fitted=[]), "fitted"),
+        (lambda c: c["params"].update(n_jobs=10**9), "n_jobs"),
         (lambda c: c["fitted"].update(is_global_only_="no"), "is_global_only_"),
         (lambda c: c["fitted"]["global_glm"].update(converged=1), "converged"),
         (lambda c: c["fitted"].update(global_only_reason_=[1]), "reason"),
@@ -668,6 +669,7 @@ def test_huge_network_is_refused_quickly(saved):
         "best-epoch",
         "heads",
         "fitted",
+        "n-jobs",
         "is-global-only",
         "converged",
         "reason",
@@ -750,3 +752,43 @@ def test_cli_refuses_an_unsafe_out_before_fitting(tmp_path, capsys, monkeypatch)
         assert cli.main(args) == 1
         assert message in capsys.readouterr().err
     assert (tmp_path / "notes" / "mine.txt").read_text() == "mine"
+
+
+def _leaves(value, path=()):
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _leaves(item, (*path, key))
+    elif isinstance(value, list) and value and path[-1] != "history_":
+        for i, item in enumerate(value[:3]):
+            yield from _leaves(item, (*path, i))
+    else:
+        yield path
+
+
+def test_mutated_fields_load_correctly_or_raise_model_file_error(saved, poisson_model):
+    """Every field of model.json replaced by values of other types and ranges
+    (and the file re-hashed): loading raises ModelFileError, or the model
+    loads and predicts finite values. No other exception escapes."""
+    _, X, offset = poisson_model
+    original = json.loads((saved / "model.json").read_text())
+    leaves = [p for p in _leaves(original) if p[0] not in ("versions",)]
+    rng = np.random.default_rng(3)
+    replacements = [None, "x", -1, 0, 10**9, 1e308, -0.5, True, [], {}, [[[]]]]
+    outcomes = {"refused": 0, "loaded": 0}
+    for path in leaves:
+        config = json.loads(json.dumps(original))
+        target = config
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = replacements[rng.integers(len(replacements))]
+        (saved / "model.json").write_text(json.dumps(config))
+        _reseal(saved)
+        try:
+            model = load(saved)
+        except ModelFileError:
+            outcomes["refused"] += 1
+            continue
+        assert np.isfinite(model.predict(X, offset=offset)).all(), path
+        outcomes["loaded"] += 1
+    print(f"{len(leaves)} mutated fields: {outcomes}")
+    assert outcomes["refused"] > outcomes["loaded"]
