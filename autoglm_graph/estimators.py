@@ -24,7 +24,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from ._glm import fit_global_glm
+from ._glm import fit_global_glm, fit_negative_binomial
 from ._threads import with_thread_limit
 from ._validation import (
     PRECISIONS,
@@ -250,16 +250,19 @@ class _BaseGraphGLM(BaseEstimator):
         design = self.preprocessor_.fit_transform(X, dtype=np.float64)
         self.feature_names_out_ = self.preprocessor_.get_feature_names_out()
         _, scale = self.preprocessor_.design_scaling()
-        glm = fit_global_glm(
-            design,
-            y_model,
-            family,
-            n_outputs=self._n_outputs,
+        glm_kwargs = dict(
             sample_weight=sample_weight,
             offset=offset,
             alpha=self.alpha,
             penalty_weights=scale**-2.0,  # alpha penalises the user's units
         )
+        if family.name == "negative_binomial" and self._theta_by_ml():
+            glm, family = fit_negative_binomial(design, y_model, **glm_kwargs)
+            self.family_ = family
+        else:
+            glm = fit_global_glm(
+                design, y_model, family, n_outputs=self._n_outputs, **glm_kwargs
+            )
         self.global_glm_ = glm
         self._set_global_coefficients(glm)
         self._train_positions = None
@@ -280,6 +283,10 @@ class _BaseGraphGLM(BaseEstimator):
         self._train_index = self._row_labels(X)
         self.offset_used_ = offset is not None  # predict warns when it is missing
         return self
+
+    def _theta_by_ml(self) -> bool:
+        """Whether the negative binomial theta is estimated (``theta=None``)."""
+        return getattr(self, "theta", 1.0) is None and isinstance(self.family, str)
 
     def _global_only_reason(self, n_samples: int) -> str | None:
         if np.isinf(self.local_penalty):
@@ -919,12 +926,18 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
 
     Parameters
     ----------
-    family : {{"gaussian", "poisson", "gamma", "tweedie", "negative_binomial"}}
-        or Family, default="gaussian"
+    family : {{"gaussian", "poisson", "gamma", "tweedie", "negative_binomial", \
+"binomial"}} or Family, default="gaussian"
+        ``"binomial"`` here is for proportions ``y`` in [0, 1] with
+        ``sample_weight`` the numbers of trials (R's ``glm(cbind(s, f) ~ .)``);
+        class labels go to :class:`GraphGLMClassifier`.
     power : float, default=1.5
         Tweedie power (used when ``family="tweedie"``): 0 or >= 1.
-    theta : float, default=1.0
-        Negative binomial dispersion: variance ``mu + theta * mu**2``.
+    theta : float or None, default=None
+        Negative binomial dispersion: variance ``mu + theta * mu**2`` (R's
+        ``glm.nb`` reports ``1 / theta``; statsmodels calls it ``alpha``).
+        None estimates it by maximum likelihood, alternating with the GLM as
+        ``MASS::glm.nb`` does (``theta_``); a float keeps it fixed.
     {_COMMON_PARAMS_DOC}
     Attributes
     ----------
@@ -932,6 +945,9 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
         Slopes of the global GLM, named by ``feature_names_out_``.
     intercept_ : float
     family_ : Family
+    theta_ : float
+        The negative binomial theta used (estimated when ``theta=None``);
+        only for ``family="negative_binomial"``.
     {_COMMON_ATTRIBUTES_DOC}
     Examples
     --------
@@ -948,7 +964,7 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
         *,
         family: str | Family = "gaussian",
         power: float = 1.5,
-        theta: float = 1.0,
+        theta: float | None = None,
         alpha: float = 1e-4,
         n_neighbors: int = 16,
         threshold: float = 0.0,
@@ -1035,12 +1051,21 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
 
     def _make_family(self, y_model: np.ndarray) -> Family:
         family = get_family(self.family, power=self.power, theta=self.theta)
-        if family.name in ("binomial", "multinomial"):
+        if family.name == "multinomial":
             raise ValueError(
-                f"The '{family.name}' family is for classification; use "
+                "The 'multinomial' family is for classification; use "
                 "GraphGLMClassifier."
             )
         return family
+
+    @property
+    def theta_(self) -> float:
+        family = self.__dict__.get("family_")
+        if getattr(family, "name", None) != "negative_binomial":
+            raise AttributeError(
+                "theta_ is defined after fitting family='negative_binomial'."
+            )
+        return family.theta
 
     def _set_global_coefficients(self, glm) -> None:
         theta = self._global_theta_user()

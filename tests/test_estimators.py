@@ -248,7 +248,7 @@ def test_no_leakage_on_noise_targets():
     [
         ({"family": "poisson"}, -np.ones(30), "poisson.*y >= 0"),
         ({"family": "gamma"}, np.zeros(30), "gamma.*y > 0"),
-        ({"family": "binomial"}, np.ones(30), "classification"),
+        ({"family": "multinomial"}, np.ones(30), "classification"),
         ({"family": "nonsense"}, np.ones(30), "Unknown family"),
         ({"heads": 3}, np.ones(30), "'heads' parameter must divide hidden_channels=64"),
         ({"n_neighbors": 0}, np.ones(30), "n_neighbors"),

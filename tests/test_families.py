@@ -492,3 +492,47 @@ def test_repr():
     assert repr(NegativeBinomialFamily(theta=2)) == "NegativeBinomialFamily(theta=2.0)"
     assert repr(GaussianFamily()) == "GaussianFamily()"
     assert repr(get_family("binomial")) == "BinomialFamily()"
+
+
+def test_negative_binomial_theta_maximises_the_likelihood():
+    from scipy.optimize import minimize_scalar
+
+    rng = np.random.default_rng(0)
+    mu = np.exp(rng.normal(size=4000))
+    w = rng.uniform(0.5, 2.0, size=mu.size)
+    y = rng.negative_binomial(1 / 0.7, 1 / (1 + 0.7 * mu))
+    theta = NegativeBinomialFamily.estimate_theta(y, mu, w)
+
+    def loss(t):
+        return -NegativeBinomialFamily.log_likelihood(y, mu, np.exp(t), w)
+
+    best = minimize_scalar(loss, bracket=(-2.0, 0.0), options={"xtol": 1e-12})
+    np.testing.assert_allclose(theta, np.exp(best.x), rtol=1e-6)
+    assert loss(np.log(theta)) <= best.fun + 1e-9
+    # Weight 2 is a repeated row.
+    repeated = NegativeBinomialFamily.estimate_theta(
+        np.r_[y, y[:100]], np.r_[mu, mu[:100]], np.r_[w, w[:100]]
+    )
+    w2 = w.copy()
+    w2[:100] *= 2
+    np.testing.assert_allclose(
+        NegativeBinomialFamily.estimate_theta(y, mu, w2), repeated, rtol=1e-10
+    )
+
+
+def test_negative_binomial_theta_without_overdispersion():
+    rng = np.random.default_rng(1)
+    mu = np.full(3000, 4.0)
+    y = rng.binomial(8, 0.5, size=mu.size)  # underdispersed: variance 2 < mu
+    assert NegativeBinomialFamily.estimate_theta(y, mu) < 1e-7  # the Poisson limit
+
+
+def test_negative_binomial_log_likelihood_matches_scipy():
+    from scipy import stats
+
+    y, mu, theta = np.array([0.0, 1.0, 5.0, 12.0]), np.array([0.5, 2.0, 4.0, 9.0]), 0.4
+    r = 1 / theta
+    expected = stats.nbinom.logpmf(y, r, r / (r + mu)).sum()
+    np.testing.assert_allclose(
+        NegativeBinomialFamily.log_likelihood(y, mu, theta), expected, rtol=1e-12
+    )

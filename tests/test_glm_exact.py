@@ -218,3 +218,22 @@ def test_float64_transform_matches_float32(mixed_frame):
     assert d64.dtype == np.float64 and d32.dtype == np.float32
     assert_allclose(d32, d64, rtol=1e-6, atol=1e-6)
     assert isinstance(mixed_frame, pd.DataFrame)
+
+
+def test_binomial_proportions_with_trials_equal_bernoulli_rows():
+    rng, X, eta = _raw(n=60)
+    trials = rng.integers(1, 6, size=len(eta))
+    successes = rng.binomial(trials, 1 / (1 + np.exp(-(eta - eta.mean()))))
+    model = GraphGLMRegressor(family="binomial", alpha=1e-3, **GLM_ONLY)
+    model.fit(X, successes / trials, sample_weight=trials)
+    rows = np.repeat(np.arange(len(X)), trials)
+    pairs = zip(successes, trials, strict=True)
+    labels = np.concatenate([np.r_[np.ones(s), np.zeros(t - s)] for s, t in pairs])
+    bernoulli = GraphGLMClassifier(alpha=1e-3, **GLM_ONLY).fit(X[rows], labels)
+    _close(model.coef_, bernoulli.coef_[0], rtol=1e-8)
+    _close(model.intercept_, bernoulli.intercept_[0], rtol=1e-8)
+
+
+def test_multinomial_regressor_is_refused():
+    with pytest.raises(ValueError, match=r"multinomial.*GraphGLMClassifier"):
+        GraphGLMRegressor(family="multinomial").fit(np.eye(3), [0.0, 1.0, 2.0])
