@@ -76,7 +76,8 @@ def test_storages_opened_together_on_a_fresh_database(tmp_path):
     results = _start_together(
         tmp_path,
         6,
-        "import optuna\nfrom autoglm_graph.search import make_storage",
+        # _optuna imports optuna, not torch: six children start in seconds
+        "import optuna\nfrom autoglm_graph._optuna import make_storage",
         """
         storage = make_storage(sys.argv[3])
         optuna.create_study(storage=storage, study_name="s", load_if_exists=True,
@@ -104,6 +105,7 @@ space = {
 """
 
 
+@pytest.mark.slow
 def test_search_workers_started_together(tmp_path):
     """Four GraphGLMSearchCV processes on a fresh SQLite file, released at
     once, without a study name: all start, and all join one study."""
