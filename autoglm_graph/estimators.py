@@ -617,6 +617,7 @@ class _BaseGraphGLM(BaseEstimator):
         offset=None,
         cov_type: str = "fisher",
         alpha: float = 0.05,
+        weights: str = "variance",
     ) -> pd.DataFrame:
         """The global GLM's coefficients with standard errors, z, p and CIs.
 
@@ -629,6 +630,9 @@ class _BaseGraphGLM(BaseEstimator):
         cov_type : {"fisher", "sandwich"}, default="fisher"
         alpha : float, default=0.05
             Level of the confidence intervals (not the L2 penalty).
+        weights : {"variance", "frequency"}, default="variance"
+            What ``sample_weight`` means for the standard errors
+            (statsmodels' ``var_weights`` or ``freq_weights``).
 
         Returns
         -------
@@ -639,7 +643,14 @@ class _BaseGraphGLM(BaseEstimator):
         from .explain import coef_table
 
         return coef_table(
-            self, X, y, sample_weight, offset, cov_type=cov_type, alpha=alpha
+            self,
+            X,
+            y,
+            sample_weight,
+            offset,
+            cov_type=cov_type,
+            alpha=alpha,
+            weights=weights,
         )
 
     def local_coef_summary(self, X, offset=None) -> pd.DataFrame:

@@ -32,6 +32,7 @@ __all__ = ["coef_table", "local_coef_summary"]
 #: with its fixed theta) have dispersion 1.
 ESTIMATED_DISPERSION = ("gaussian", "gamma", "tweedie")
 COV_TYPES = ("fisher", "sandwich")
+WEIGHT_TYPES = ("variance", "frequency")
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 
 
@@ -44,6 +45,7 @@ def coef_table(
     *,
     cov_type: str = "fisher",
     alpha: float = 0.05,
+    weights: str = "variance",
 ) -> pd.DataFrame:
     """Coefficient table of the global GLM, as statsmodels' GLM summary.
 
@@ -55,7 +57,7 @@ def coef_table(
         The training data (the standard errors are those of the fit on it).
     y : array-like of shape (n_samples,)
     sample_weight : array-like of shape (n_samples,), default=None
-        The weights of the fit (statsmodels' ``var_weights``).
+        The weights of the fit; ``weights`` says what they mean.
     offset : array-like of shape (n_samples,), default=None
         The offset of the fit.
     cov_type : {"fisher", "sandwich"}, default="fisher"
@@ -65,6 +67,14 @@ def coef_table(
         statsmodels' ``cov_type="HC0"``).
     alpha : float, default=0.05
         Level of the confidence intervals, ``1 - alpha`` (not the penalty).
+    weights : {"variance", "frequency"}, default="variance"
+        ``"variance"``: row ``i`` is one observation whose variance is
+        ``dispersion * V(mu_i) / w_i`` (statsmodels' ``var_weights``, R's
+        ``weights``). ``"frequency"``: row ``i`` stands for ``w_i`` identical
+        observations (statsmodels' ``freq_weights``): the residual degrees of
+        freedom are ``sum(w) - rank`` and the sandwich counts each copy. The
+        coefficients are the same; the standard errors of the families with
+        an estimated dispersion, and all sandwich ones, differ.
 
     Returns
     -------
@@ -108,6 +118,11 @@ def coef_table(
         )
     if not 0 < alpha < 1:
         raise ValueError(f"The 'alpha' parameter must be in (0, 1); got {alpha!r}.")
+    if weights not in WEIGHT_TYPES:
+        raise ValueError(
+            f"The 'weights' parameter must be one of {', '.join(WEIGHT_TYPES)}; "
+            f"got weights={weights!r}."
+        )
     check_is_fitted(estimator, "global_glm_")
     design = estimator._design(X)  # float64
     n = design.shape[0]
@@ -139,6 +154,7 @@ def coef_table(
     hessian[np.diag_indices_from(hessian)] += penalty
     scores = (w[:, None] * score_eta)[:, :, None] * X1[:, None, :]  # [n, K, p+1]
     scores = scores.reshape(n, K * m)
+    frequency = weights == "frequency"
     _check_stationary(scores.sum(axis=0) - penalty * params.ravel(), w.sum())
     bread = linalg.pinvh(hessian)
     dispersion = 1.0
@@ -146,11 +162,17 @@ def coef_table(
         mu = family.inverse_link(torch.as_tensor(eta[:, 0])).numpy()
         variance = family.unit_variance(torch.as_tensor(mu)).numpy()
         pearson = np.sum(w * (y_model - mu) ** 2 / variance)
-        dispersion = pearson / (n - np.linalg.matrix_rank(X1))
+        n_obs = w.sum() if frequency else n
+        dispersion = pearson / (n_obs - np.linalg.matrix_rank(X1))
     if cov_type == "fisher":
         cov = dispersion * bread
     else:
-        cov = bread @ (scores.T @ scores) @ bread
+        # Frequency weights: w_i copies of the score s_i / w_i each.
+        per_copy = np.divide(
+            scores, w[:, None], out=np.zeros_like(scores), where=w[:, None] > 0
+        )
+        meat = scores.T @ (per_copy if frequency else scores)
+        cov = bread @ meat @ bread
     # To the user's units: intercept - sum_j c_j shift_j / scale_j, c_j / scale_j.
     block = np.diag(np.r_[1.0, 1.0 / scale])
     block[0, 1:] = -shift / scale

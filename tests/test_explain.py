@@ -295,3 +295,24 @@ def test_function_and_method_agree():
     X, y = _data("gamma")
     model = _fit_glm("gamma", X, y)
     pd.testing.assert_frame_equal(coef_table(model, X, y), model.coef_table(X, y))
+
+
+@pytest.mark.parametrize("cov_type", ["fisher", "sandwich"])
+@pytest.mark.parametrize("family", ["gamma", "poisson"])
+def test_frequency_weights_match_statsmodels_freq_weights(family, cov_type):
+    X, y = _data(family)
+    weight = np.random.default_rng(4).integers(1, 5, len(y)).astype(float)
+    model = _fit_glm(family, X, y, alpha=0.0)
+    model.fit(X, y, sample_weight=weight)
+    table = model.coef_table(X, y, weight, cov_type=cov_type, weights="frequency")
+    result = sm.GLM(
+        y, _design(model, X), family=SM_FAMILIES[family](), freq_weights=weight
+    ).fit(cov_type="nonrobust" if cov_type == "fisher" else "HC0", tol=1e-12)
+    _compare(table, result)
+    # The same as the repeated rows, with no weights.
+    rows = np.repeat(np.arange(len(y)), weight.astype(int))
+    repeated = _fit_glm(family, X[rows], y[rows], alpha=0.0)
+    expected = repeated.coef_table(X[rows], y[rows], cov_type=cov_type)
+    assert_allclose(table["std_err"], expected["std_err"], rtol=1e-6)
+    with pytest.raises(ValueError, match="'weights' parameter must be one of"):
+        model.coef_table(X, y, weight, weights="analytic")
