@@ -188,7 +188,9 @@ def _lbfgs(obj: _Objective, B: np.ndarray, max_iter: int, tol: float):
     )
     B = result.x.reshape(shape)
     _, grad, _ = obj.parts(B, hessian=False)
-    return B, int(result.nit), bool(np.max(np.abs(grad)) <= tol)
+    # L-BFGS-B's line search stalls near 1e-9 on wide designs (the rounding
+    # of a sum over many rows): accept 100 * tol there.
+    return B, int(result.nit), bool(np.max(np.abs(grad)) <= 100 * tol)
 
 
 def fit_global_glm(
@@ -225,7 +227,8 @@ def fit_global_glm(
     max_iter : int, default=100
         Newton iterations (L-BFGS-B: ten times as many).
     tol : float, default=1e-10
-        Stop when the largest absolute gradient of the objective is below it.
+        Stop when the largest absolute gradient of the objective is below it
+        (``100 * tol`` on designs too wide for Newton's method).
 
     Returns
     -------

@@ -317,7 +317,17 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
     def _fit_transform(self, X: Any, dtype: Any = np.float32) -> np.ndarray:
         X = self._validate_input(X, reset=True)
         self.column_transformer_ = self._build_pipeline()
-        X_out = self.column_transformer_.fit_transform(X)
+        try:
+            X_out = self.column_transformer_.fit_transform(X)
+        except ValueError as exc:
+            if "variance threshold" not in str(exc) or "one sample" in str(exc):
+                raise
+            raise ValueError(
+                f"{exc}: every column of X is constant (or entirely missing), so "
+                "the design has no feature. An intercept-only model (R's y ~ 1) "
+                "is not offered: its fitted mean is the weighted mean of y, "
+                "numpy.average(y, weights=sample_weight), for every family."
+            ) from exc
         columns = self.column_transformer_.named_steps["columns"]
         try:
             columns.get_feature_names_out()

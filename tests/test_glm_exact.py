@@ -237,3 +237,23 @@ def test_binomial_proportions_with_trials_equal_bernoulli_rows():
 def test_multinomial_regressor_is_refused():
     with pytest.raises(ValueError, match=r"multinomial.*GraphGLMClassifier"):
         GraphGLMRegressor(family="multinomial").fit(np.eye(3), [0.0, 1.0, 2.0])
+
+
+def test_wide_design_uses_lbfgs_and_still_matches_sklearn():
+    from autoglm_graph._glm import NEWTON_MAX_PARAMS
+
+    rng = np.random.default_rng(7)
+    n, p = 1500, NEWTON_MAX_PARAMS + 20
+    X = rng.normal(size=(n, p)) * rng.uniform(0.5, 3.0, size=p)
+    y = rng.poisson(np.exp(X[:, :5] @ [0.2, -0.1, 0.1, 0.05, -0.2])) * 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        model = GraphGLMRegressor(family="poisson", alpha=1e-2, **GLM_ONLY).fit(X, y)
+    ref = PoissonRegressor(alpha=1e-2, tol=1e-14, solver="newton-cholesky").fit(X, y)
+    assert_allclose(model.coef_, ref.coef_, rtol=1e-5, atol=1e-8)
+    _close(model.predict(X), ref.predict(X), rtol=1e-6)
+
+
+def test_intercept_only_gets_a_clear_error():
+    with pytest.raises(ValueError, match=r"intercept-only model .*numpy.average"):
+        GraphGLMRegressor(**GLM_ONLY).fit(np.ones((20, 2)), np.arange(20.0))
