@@ -905,6 +905,10 @@ _COMMON_ATTRIBUTES_DOC = """
         Names of the design columns (after preprocessing) that ``coef_`` uses.
     preprocessor_ : TabularPreprocessor
     global_glm_ : GlobalGLM
+        The global GLM's solution on the preprocessor's (standardised)
+        design, the one the network sees; ``coef_``, ``intercept_``,
+        ``local_coef`` and ``coef_table`` map it to the user's units
+        (``preprocessor_.design_scaling()``).
     network_ : GraphGLMNet or None
         The trained network (None when the model is the global GLM).
     is_global_only_ : bool
