@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import numbers
+import os
 from collections.abc import Callable, Iterator
 
 import torch
@@ -42,7 +43,11 @@ def n_threads(n_jobs: int | None) -> int:
         and not isinstance(n_jobs, bool)
         and n_jobs != 0
     )
-    return max(1, int(effective_n_jobs(n_jobs))) if valid else 1
+    if not valid:
+        return 1
+    # More threads than cores only oversubscribe (and n_jobs=10**9 would make
+    # the OpenMP runtime try to allocate hundreds of GB).
+    return max(1, min(int(effective_n_jobs(n_jobs)), os.cpu_count() or 1))
 
 
 @contextlib.contextmanager

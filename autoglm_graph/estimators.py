@@ -383,7 +383,8 @@ class _BaseGraphGLM(BaseEstimator):
                 f"validation deviance was still improving (best epoch "
                 f"{self.best_epoch_}); raise max_epochs for a better fit.",
                 ConvergenceWarning,
-                stacklevel=4,
+                # the user's fit: fit -> thread limit -> _fit -> _fit_network
+                stacklevel=6,
             )
 
     def _make_trainer(self, n_features: int, train: RowData) -> Trainer:

@@ -65,6 +65,11 @@ __all__ = [
     "make_storage",
 ]
 
+#: ``cv="auto"`` cross-validates below this many rows (the estimator's 10 %
+#: validation split would hold under 500 rows) ...
+AUTO_CV_MAX_ROWS = 5000
+#: ... with this many folds.
+AUTO_CV_FOLDS = 5
 _FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 _CAUGHT = (ValueError, FloatingPointError)  # a failed trial, not a failed search
 
@@ -122,12 +127,18 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
         number of workers minus one). None: until ``timeout``.
     timeout : float or None, default=None
         Seconds after which this process starts no new trial.
-    cv : None, int, or cross-validation splitter, default=None
+    cv : "auto", None, int, or cross-validation splitter, default="auto"
         None: each trial is one fit scored on the estimator's validation split
         (``validation_fraction`` of the rows, the same rows for every trial);
         the score is the negated validation deviance of the model the fit kept
         (the global GLM's when the network was not kept). Otherwise as
         ``sklearn.model_selection.check_cv``: the score is the mean over folds.
+        ``"auto"``: 5-fold cross-validation below ``AUTO_CV_MAX_ROWS`` (5,000)
+        rows, where a validation split of 10 % would hold a few hundred rows
+        or fewer and pick noise (on 455 rows of breast cancer, ~43 validation
+        rows chose a model worse on test than the defaults), or when
+        ``scoring`` is given; the validation split above. The choice is
+        ``cv_``.
         When the Tweedie ``power`` is searched, every deviance is computed at
         the power of ``estimator`` (deviances of different powers do not
         compare).
@@ -178,6 +189,8 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
     Attributes
     ----------
     study_ : optuna.Study
+    cv_ : None, int or cross-validation splitter
+        The ``cv`` the trials used (``"auto"`` decided by the number of rows).
     best_trial_ : optuna.trial.FrozenTrial
     best_params_ : dict
         The searched parameters of the best trial.
@@ -222,7 +235,7 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
         *,
         n_trials: int | None = 20,
         timeout: float | None = None,
-        cv=None,
+        cv="auto",
         scoring=None,
         sampler: optuna.samplers.BaseSampler | None = None,
         pruner: optuna.pruners.BasePruner | None = None,
@@ -318,6 +331,11 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
                 "The 'study_name' parameter must be a str or None; got "
                 f"{self.study_name!r}."
             )
+        if isinstance(self.cv, str) and self.cv != "auto":
+            raise ValueError(
+                "The 'cv' parameter must be 'auto', None, an int or a "
+                f"cross-validation splitter; got {self.cv!r}."
+            )
         if self.cv is None:
             if self.scoring is not None:
                 raise ValueError(
@@ -355,9 +373,10 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
         space = self._search_space()
         storage = make_storage(self.storage)
         data = _Data(X, y, sample_weight, offset, groups)
+        self.cv_ = self._resolve_cv(len(data.y))
         folds = None
-        if self.cv is not None:
-            cv = check_cv(self.cv, data.y, classifier=is_classifier(self.estimator))
+        if self.cv_ is not None:
+            cv = check_cv(self.cv_, data.y, classifier=is_classifier(self.estimator))
             folds = list(cv.split(data.X, data.y, data.groups))
         if self.scoring is not None:
             check_scoring(self.estimator, self.scoring)
@@ -367,7 +386,7 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
             self.estimator,
             space,
             data,
-            self.cv,
+            self.cv_,
             self.scoring,
             self._family_text(),
         )
@@ -427,6 +446,15 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
 
     def _n_finished(self) -> int:
         return len(self.study_.get_trials(deepcopy=False, states=_FINISHED))
+
+    def _resolve_cv(self, n_samples: int):
+        """``cv`` with ``"auto"`` decided for ``n_samples`` rows."""
+        if not (isinstance(self.cv, str) and self.cv == "auto"):
+            return self.cv
+        small = n_samples < AUTO_CV_MAX_ROWS
+        if small or self.scoring is not None or not self.estimator.early_stopping:
+            return AUTO_CV_FOLDS
+        return None
 
     def _optimize(self, space, data: _Data, folds) -> None:
         if not self.study_.get_trials(deepcopy=False):
@@ -628,7 +656,7 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
         for t in self.study_.get_trials(deepcopy=False):
             if t.state.name in counts:
                 counts[t.state.name] += 1
-        if self.cv is None:
+        if self.cv_ is None:
             what = "negated validation deviance"
         elif self.scoring is not None:
             what = f"cross-validated {self.scoring}"
@@ -697,7 +725,7 @@ def auto_fit(
     family: str = "gaussian",
     n_trials: int | None = None,
     timeout: float | None = None,
-    cv=None,
+    cv="auto",
     storage=None,
     study_name: str | None = None,
     random_state=0,

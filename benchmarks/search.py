@@ -70,6 +70,7 @@ def run_dataset(name: str, args) -> dict:
     search = GraphGLMSearchCV(
         make_estimator(ds, args),
         n_trials=args.trials,
+        cv=None,  # the validation split, as in the results of record
         storage=args.storage,
         study_name=None if args.storage is None else f"search-{name}",
         random_state=0,

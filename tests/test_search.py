@@ -63,7 +63,7 @@ def test_default_search_space():
 def test_search_default_space_predicts_and_pipelines(poisson_data):
     X, y = poisson_data
     est = GraphGLMRegressor(family="poisson", **FAST)
-    search = GraphGLMSearchCV(est, n_trials=6, random_state=0)
+    search = GraphGLMSearchCV(est, n_trials=6, random_state=0, cv=None)
     pipe = make_pipeline(StandardScaler(), search).fit(X, y)
     assert pipe.predict(X[:5]).shape == (5,)
     assert np.isfinite(pipe.score(X, y))
@@ -114,7 +114,7 @@ def test_pruning(poisson_data):
     X, y = poisson_data
     est = GraphGLMRegressor(family="poisson", **FAST)
     search = GraphGLMSearchCV(
-        est, SMALL_SPACE, n_trials=4, pruner=_PruneAfterFirst(), random_state=0
+        est, SMALL_SPACE, n_trials=4, pruner=_PruneAfterFirst(), random_state=0, cv=None
     ).fit(X, y)
     states = [t.state for t in search.study_.trials]
     assert states[0] == TrialState.COMPLETE
@@ -145,7 +145,13 @@ def test_graph_cache_is_shared(poisson_data):
     )
     study.enqueue_trial({"n_neighbors": 12, "threshold": 0.0})  # widest k first
     search = GraphGLMSearchCV(
-        est, space, n_trials=5, storage=storage, study_name="cache", random_state=0
+        est,
+        space,
+        n_trials=5,
+        storage=storage,
+        study_name="cache",
+        random_state=0,
+        cv=None,
     ).fit(X, y)
     # one search of training rows among themselves, one of validation rows
     assert search.neighbor_cache_.n_searches == 2
@@ -170,7 +176,7 @@ space = {{
 }}
 GraphGLMSearchCV(
     est, space, n_trials=int(sys.argv[2]), storage=sys.argv[1], study_name="sweep",
-    random_state=0, pruner={pruner},
+    random_state=0, pruner={pruner}, cv=None,
 ).fit(X, y)
 """
 
@@ -263,6 +269,7 @@ def test_killed_worker_resumes(tmp_path, poisson_data):
         storage=fast_heartbeat,
         study_name="sweep",
         random_state=0,
+        cv=None,
     ).fit(X, y)
     trials = search.study_.get_trials()
     after = {t.number: t for t in trials if t.state == TrialState.COMPLETE}
@@ -277,7 +284,13 @@ def test_killed_worker_resumes(tmp_path, poisson_data):
     assert any(t.params == stale.params for t in retried)
     # a resumed, finished study runs nothing more
     again = GraphGLMSearchCV(
-        est, space, n_trials=n_total, storage=url, study_name="sweep", random_state=0
+        est,
+        space,
+        n_trials=n_total,
+        storage=url,
+        study_name="sweep",
+        random_state=0,
+        cv=None,
     ).fit(X, y)
     assert len(again.study_.trials) == len(trials)
 
@@ -305,7 +318,7 @@ def test_bad_input(poisson_data, params, match):
     X, y = poisson_data
     est = GraphGLMRegressor(family="poisson", **FAST)
     with pytest.raises(ValueError, match=match):
-        GraphGLMSearchCV(est, **params).fit(X, y)
+        GraphGLMSearchCV(est, **params, cv=None).fit(X, y)
 
 
 def test_bad_estimator(poisson_data):
@@ -331,7 +344,7 @@ def test_categorical_space_and_auto_fit(poisson_data, capsys):
     assert "global GLM on the same rows" in out and "best parameters" in out
     est = GraphGLMRegressor(family="poisson", **FAST)
     space = {"graph_space": CategoricalDistribution(["input", "embedding"])}
-    search = GraphGLMSearchCV(est, space, n_trials=2, random_state=0).fit(X, y)
+    search = GraphGLMSearchCV(est, space, n_trials=2, random_state=0, cv=None).fit(X, y)
     assert search.best_params_["graph_space"] in ("input", "embedding")
 
 
@@ -339,8 +352,34 @@ def test_tweedie_power_scored_under_one_power():
     X, y, _ = make_varying_coefficients(300, 3, family="tweedie", random_state=0)
     est = GraphGLMRegressor(family="tweedie", power=1.5, **FAST)
     space = {"power": FloatDistribution(1.1, 1.9)}
-    search = GraphGLMSearchCV(est, space, n_trials=3, random_state=0).fit(X, y)
+    search = GraphGLMSearchCV(est, space, n_trials=3, random_state=0, cv=None).fit(X, y)
     # the global GLMs of different powers are all scored with power=1.5
     globals_ = [t.user_attrs["global_score"] for t in search.study_.trials]
     assert np.all(np.isfinite(globals_))
     assert search.best_estimator_.power == search.best_params_["power"]
+
+
+def test_auto_cv_cross_validates_small_data():
+    est = GraphGLMRegressor(family="poisson", **FAST)
+    search = GraphGLMSearchCV(est)
+    assert search.cv == "auto"
+    assert search._resolve_cv(455) == 5  # ~45 validation rows would pick noise
+    assert search._resolve_cv(50_000) is None  # the validation split
+    assert GraphGLMSearchCV(est, scoring="r2")._resolve_cv(50_000) == 5
+    assert GraphGLMSearchCV(est, cv=3)._resolve_cv(455) == 3
+    assert GraphGLMSearchCV(est, cv=None)._resolve_cv(455) is None
+
+
+def test_auto_cv_is_recorded(poisson_data):
+    X, y = poisson_data
+    est = GraphGLMRegressor(family="poisson", **FAST)
+    search = GraphGLMSearchCV(est, SMALL_SPACE, n_trials=1, random_state=0)
+    search.fit(X, y)
+    assert search.cv_ == 5
+    assert "cross-validated" in search.summary()
+
+
+def test_bad_cv_string_raises(poisson_data):
+    est = GraphGLMRegressor(family="poisson", **FAST)
+    with pytest.raises(ValueError, match="'cv' parameter must be 'auto'"):
+        GraphGLMSearchCV(est, cv="five").fit(*poisson_data)

@@ -49,7 +49,7 @@ space = {
 }
 search = GraphGLMSearchCV(
     est, space, n_trials=n_trials, storage=url, study_name=study,
-    pruner=optuna.pruners.NopPruner(), refit=False, random_state=0,
+    pruner=optuna.pruners.NopPruner(), refit=False, random_state=0, cv=None,
 )
 """
 

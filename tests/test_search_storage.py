@@ -114,7 +114,8 @@ def test_search_workers_started_together(tmp_path):
         tmp_path,
         4,
         SEARCH_IMPORTS,
-        "GraphGLMSearchCV(est, space, n_trials=4, storage=sys.argv[3]).fit(X, y)",
+        "GraphGLMSearchCV(est, space, n_trials=4, storage=sys.argv[3], cv=None)"
+        ".fit(X, y)",
         [url],
     )
     failed = [err for rc, err in results if rc != 0]
@@ -144,6 +145,7 @@ def data():
 
 def _search(storage, X, y, study_name="s", family="poisson", space=SPACE, **kw):
     est = GraphGLMRegressor(family=family, **TINY)
+    kw.setdefault("cv", None)
     return GraphGLMSearchCV(
         est, space, n_trials=1, storage=storage, study_name=study_name, **kw
     ).fit(X, y)

@@ -164,3 +164,21 @@ def test_quiet_fits_show_progress_only_late_and_on_a_terminal(monkeypatch):
     options = training.progress_options(0)
     assert options["disable"] is False
     assert options["delay"] == training.PROGRESS_DELAY_S and not options["leave"]
+
+
+def test_n_jobs_is_capped_at_the_cores():
+    from autoglm_graph._threads import n_threads
+
+    assert n_threads(10**9) == (__import__("os").cpu_count() or 1)
+    assert n_threads(-1) == n_threads(10**9)
+    assert n_threads(None) == 1
+
+
+def test_convergence_warning_points_at_the_callers_fit():
+    X, y, _ = make_varying_coefficients(3000, 3, family="poisson", random_state=1)
+    model = GraphGLMRegressor(
+        family="poisson", learning_rate=0.03, max_epochs=4, random_state=0, **SMALL
+    )
+    with pytest.warns(ConvergenceWarning) as record:
+        model.fit(X, y)
+    assert record[0].filename == __file__
