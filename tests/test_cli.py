@@ -248,7 +248,7 @@ def test_model_out_with_a_file_extension_is_refused(table, tmp_path, capsys, out
     args = ["fit", str(data), "--target", "claims", "--family", "poisson"]
     assert main([*args, "--out", str(tmp_path / out)]) == 1
     line = _error_line(capsys)
-    assert f"looks like a {out[out.index('.'):]} file" in line
+    assert f"looks like a {out[out.index('.') :]} file" in line
     assert "model.zip" in line
     assert not (tmp_path / out).exists()
 

@@ -49,8 +49,12 @@ def test_make_varying_coefficients_shapes_and_dtypes(family):
 
 def test_make_varying_coefficients_frame_and_groups():
     X, _, coef, groups = make_varying_coefficients(
-        n_samples=50, n_features=3, n_groups=5, random_state=1,
-        return_frame=True, return_groups=True,
+        n_samples=50,
+        n_features=3,
+        n_groups=5,
+        random_state=1,
+        return_frame=True,
+        return_groups=True,
     )
     assert isinstance(X, pd.DataFrame)
     assert list(X.columns) == ["x0", "x1", "x2"]
@@ -92,8 +96,9 @@ def test_family_ranges():
     assert y.dtype == np.float64 and y.min() > 0
     _, y, _ = draw("tweedie", noise=1.5, power=1.3)
     assert y.min() >= 0 and 0.05 < np.mean(y == 0) < 0.95  # zeros and positives
-    _, y, _ = make_varying_coefficients(4000, 5, 3, "multinomial", n_classes=4,
-                                        random_state=0)
+    _, y, _ = make_varying_coefficients(
+        4000, 5, 3, "multinomial", n_classes=4, random_state=0
+    )
     assert set(np.unique(y)) == {0, 1, 2, 3}
 
 
@@ -119,8 +124,9 @@ def test_log_link_mean_and_variance(family, kwargs, variance):
 
 
 def test_gaussian_and_binomial_links():
-    X, y, coef = make_varying_coefficients(40000, 4, 3, "gaussian", noise=0.5,
-                                           random_state=0)
+    X, y, coef = make_varying_coefficients(
+        40000, 4, 3, "gaussian", noise=0.5, random_state=0
+    )
     resid = y - _eta(X, coef)
     assert abs(resid.mean()) < 0.02 and abs(resid.std() - 0.5) < 0.02
     X, y, coef = make_varying_coefficients(40000, 4, 3, "binomial", random_state=0)
@@ -131,12 +137,12 @@ def test_gaussian_and_binomial_links():
 
 
 def test_multinomial_class_probabilities():
-    X, y, coef = make_varying_coefficients(40000, 4, 2, "multinomial",
-                                           random_state=0)
+    X, y, coef = make_varying_coefficients(40000, 4, 2, "multinomial", random_state=0)
     eta = _eta(X, coef)
     prob = np.exp(eta) / np.exp(eta).sum(axis=1, keepdims=True)
-    np.testing.assert_allclose(np.bincount(y, minlength=3) / len(y),
-                               prob.mean(axis=0), atol=0.01)
+    np.testing.assert_allclose(
+        np.bincount(y, minlength=3) / len(y), prob.mean(axis=0), atol=0.01
+    )
 
 
 def test_groups_have_distinct_coefficients():
@@ -192,9 +198,21 @@ def test_make_varying_coefficients_bad_parameters(kwargs, match):
 # ------------------------------------------------------------------- the suite
 
 EXPECTED_NAMES = {
-    "diabetes", "affairs", "randhie_visits", "rwm5yr", "doctor_contacts",
-    "randhie", "cps1988", "diamonds", "wa_churn", "nass_cds", "tuna", "hi",
-    "star", "fertility", "flights",
+    "diabetes",
+    "affairs",
+    "randhie_visits",
+    "rwm5yr",
+    "doctor_contacts",
+    "randhie",
+    "cps1988",
+    "diamonds",
+    "wa_churn",
+    "nass_cds",
+    "tuna",
+    "hi",
+    "star",
+    "fertility",
+    "flights",
     *(f"synthetic_{f}" for f in SYNTHETIC_FAMILIES),
 }
 
@@ -203,13 +221,26 @@ def test_list_datasets_lists_every_card():
     table = list_datasets()
     assert set(table["name"]) == EXPECTED_NAMES
     assert list(table.columns) == [
-        "name", "suite", "family", "target", "source", "n_rows", "n_features",
-        "requires", "available",
+        "name",
+        "suite",
+        "family",
+        "target",
+        "source",
+        "n_rows",
+        "n_features",
+        "requires",
+        "available",
     ]
     assert table["available"].dtype == bool
     families = set(table["family"])
-    assert {"gaussian", "poisson", "binomial", "gamma", "tweedie",
-            "multinomial"} <= families
+    assert {
+        "gaussian",
+        "poisson",
+        "binomial",
+        "gamma",
+        "tweedie",
+        "multinomial",
+    } <= families
     assert set(list_datasets("synthetic")["name"]) == {
         f"synthetic_{f}" for f in SYNTHETIC_FAMILIES
     }
@@ -298,9 +329,7 @@ def test_split_is_deterministic_and_seeded():
     np.testing.assert_array_equal(a.y_test, b.y_test)
     assert not np.array_equal(a.y_test, c.y_test)
     all_y = np.sort(np.concatenate([a.y_train, a.y_test]))
-    np.testing.assert_array_equal(
-        all_y, np.sort(np.concatenate([c.y_train, c.y_test]))
-    )
+    np.testing.assert_array_equal(all_y, np.sort(np.concatenate([c.y_train, c.y_test])))
 
 
 def test_max_rows_and_zero_test_size():
