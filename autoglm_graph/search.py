@@ -674,6 +674,9 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
         if self.global_score_ is not None:
             gain = self.best_score_ - self.global_score_
             pct = 100.0 * gain / abs(self.global_score_) if self.global_score_ else 0
+            # No "-0" or "-0.00 %" for a gain that rounds to nothing.
+            gain = float(f"{gain:.4g}") + 0.0
+            pct = round(pct, 2) + 0.0
             lines.append(
                 f"global GLM on the same rows: {self.global_score_:.6g}; "
                 f"gain {gain:.4g} ({pct:+.2f} %)"

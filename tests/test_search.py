@@ -383,3 +383,14 @@ def test_bad_cv_string_raises(poisson_data):
     est = GraphGLMRegressor(family="poisson", **FAST)
     with pytest.raises(ValueError, match="'cv' parameter must be 'auto'"):
         GraphGLMSearchCV(est, cv="five").fit(*poisson_data)
+
+
+def test_summary_prints_no_negative_zero(poisson_data):
+    X, y = poisson_data
+    est = GraphGLMRegressor(family="poisson", local_penalty=np.inf, **FAST)
+    search = GraphGLMSearchCV(est, SMALL_SPACE, n_trials=1, cv=2, random_state=0)
+    search.fit(X, y)
+    search.best_score_, search.global_score_ = -0.0, 0.0  # a perfect fit, twice
+    assert "gain 0 (+0.00 %)" in search.summary()
+    search.best_score_, search.global_score_ = -1.00000001, -1.0
+    assert "(+0.00 %)" in search.summary()
