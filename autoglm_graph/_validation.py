@@ -82,10 +82,14 @@ def resolve_precision(precision: str, device: torch.device) -> str:
 
 
 def check_offset(offset, n_samples: int) -> np.ndarray | None:
-    """Validate an offset: None or a finite 1-d array of length n_samples."""
+    """Validate an offset: None, a number (the same for every row, as
+    ``log(exposure)`` of a portfolio observed for one period), or a finite
+    1-d array of length n_samples."""
     if offset is None:
         return None
     offset = np.asarray(offset, dtype=np.float64)
+    if offset.ndim == 0:
+        offset = np.full(n_samples, float(offset))
     if offset.ndim != 1 or offset.shape[0] != n_samples:
         raise ValueError(
             f"offset must be a 1-d array with one value per row ({n_samples}); "

@@ -538,7 +538,7 @@ class _BaseGraphGLM(BaseEstimator):
         Parameters
         ----------
         X : array-like or DataFrame of shape (n_samples, n_features)
-        offset : array-like of shape (n_samples,), default=None
+        offset : float or array-like of shape (n_samples,), default=None
             Accepted for symmetry with ``predict``; it does not change coefficients.
 
         Returns
@@ -662,7 +662,7 @@ class _BaseGraphGLM(BaseEstimator):
         Parameters
         ----------
         X : array-like or DataFrame of shape (n_samples, n_features)
-        offset : array-like of shape (n_samples,), default=None
+        offset : float or array-like of shape (n_samples,), default=None
 
         Returns
         -------
@@ -1100,7 +1100,7 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
             preprocessing.
         y : array-like of shape (n_samples,)
         sample_weight : array-like of shape (n_samples,), default=None
-        offset : array-like of shape (n_samples,), default=None
+        offset : float or array-like of shape (n_samples,), default=None
             Added to the linear predictor (e.g. log exposure for poisson).
         groups : array-like of shape (n_samples,), default=None
             Units that own several rows (a person observed in several years).
@@ -1128,7 +1128,7 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
         Parameters
         ----------
         X : array-like or DataFrame of shape (n_samples, n_features)
-        offset : array-like of shape (n_samples,), default=None
+        offset : float or array-like of shape (n_samples,), default=None
             Added to the linear predictor, as in ``fit``.
 
         Returns
@@ -1225,7 +1225,7 @@ class GraphGLMClassifier(ClassifierMixin, _BaseGraphGLM):
         y : array-like of shape (n_samples,)
             Class labels (numbers or strings).
         sample_weight : array-like of shape (n_samples,), default=None
-        offset : array-like of shape (n_samples,), default=None
+        offset : float or array-like of shape (n_samples,), default=None
             Added to the linear predictor (binary: the log-odds).
         groups : array-like of shape (n_samples,), default=None
             Units that own several rows; see ``GraphGLMRegressor.fit``.

@@ -182,3 +182,14 @@ def test_convergence_warning_points_at_the_callers_fit():
     with pytest.warns(ConvergenceWarning) as record:
         model.fit(X, y)
     assert record[0].filename == __file__
+
+
+def test_scalar_offset_is_the_same_offset_for_every_row(poisson_rows):
+    X, y = poisson_rows
+    params = dict(family="poisson", max_epochs=2, random_state=0, **SMALL)
+    scalar = GraphGLMRegressor(**params).fit(X, y, offset=0.5)
+    full = GraphGLMRegressor(**params).fit(X, y, offset=np.full(len(y), 0.5))
+    np.testing.assert_array_equal(scalar.coef_, full.coef_)
+    np.testing.assert_array_equal(
+        scalar.predict(X[:5], offset=0.5), full.predict(X[:5], offset=np.full(5, 0.5))
+    )
