@@ -79,10 +79,15 @@ def test_readme_commands_in_a_fresh_venv(tmp_path):
             f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
         )
     # The commands used the fresh environment, not the one running this test.
+    # Asked from an empty folder: in tmp_path, the checkout's folder (named
+    # autoglm_graph, no __init__.py) would be imported as a namespace package
+    # ahead of an editable install that works through an import hook.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
     where = subprocess.run(
         ["bash", "-c", "python -c 'import autoglm_graph, sys; print(sys.prefix); "
          "print(autoglm_graph.__file__)'"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, check=True,
+        cwd=elsewhere, env=env, capture_output=True, text=True, check=True,
     ).stdout.split()  # fmt: skip
     assert Path(where[0]) == venv
     assert Path(where[1]).is_relative_to(checkout)
