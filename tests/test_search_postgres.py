@@ -23,6 +23,8 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from autoglm_graph._optuna import make_storage
+
 pytestmark = pytest.mark.slow
 
 # Heartbeats every second, stale after 3 s: the killed worker's trial is
@@ -153,7 +155,12 @@ def _workers(tmp_path, n, url, study, n_trials, epochs, release=True):
 
 
 def _trials(url, study, states=None):
-    return optuna.load_study(study_name=study, storage=url).get_trials(states=states)
+    # Through the library's storage opening, which retries while the workers
+    # race to create the schema (a bare load_study here lost that race).
+    storage = make_storage(url)
+    return optuna.load_study(study_name=study, storage=storage).get_trials(
+        states=states
+    )
 
 
 def _age(trial) -> float:
