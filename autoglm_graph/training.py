@@ -288,14 +288,19 @@ class Trainer:
             self._index_cache = (base, index)
         return self._index_cache[1]
 
-    def training_graph(self, train: RowData) -> NeighborGraph:
+    def training_graph(
+        self, train: RowData, vectors: Tensor | None = None
+    ) -> NeighborGraph:
         """Neighbours of the training rows among themselves (self excluded).
 
-        With groups, a row's neighbours from its own group are masked out too:
-        training then sees what a row of a new group will see, and a unit's
-        other rows cannot stand in for its own outcome.
+        ``vectors`` may pass the rows' graph vectors (``graph_vectors``) when
+        the caller has them. With groups, a row's neighbours from its own group
+        are masked out too: training then sees what a row of a new group will
+        see, and a unit's other rows cannot stand in for its own outcome.
         """
-        graph = self.build_graph(self.graph_vectors(train.context))
+        if vectors is None:
+            vectors = self.graph_vectors(train.context)
+        graph = self.build_graph(vectors)
         if train.group is None:
             return graph
         same = train.group[graph.indices] == train.group.unsqueeze(1)
@@ -508,9 +513,13 @@ class Trainer:
             if refresh:
                 with torch.no_grad():
                     self.net.eval()
-                    graph = self.training_graph(train)
+                    # One encoding of the training rows serves both searches.
+                    base = self.graph_vectors(train.context)
+                    graph = self.training_graph(train, base)
                     if val is not None:
-                        self._val_adjacency = self.validation_adjacency(train, val)
+                        self._val_adjacency = self.validation_adjacency(
+                            train, val, base
+                        )
             logs = {"epoch": epoch, "graph_refreshed": refresh}
             validate = None
             if selector is not None:
@@ -574,8 +583,11 @@ class Trainer:
             self.net.load_state_dict(raw)
 
     @torch.no_grad()
-    def validation_adjacency(self, train: RowData, val: RowData):
+    def validation_adjacency(self, train: RowData, val: RowData, base: Tensor):
         """Validation rows' neighbours among the training rows, prepared.
+
+        ``base`` holds the training rows' graph vectors, as the refresh's
+        training graph used them.
 
         Built at each refresh of the training graph, in the same space and
         with the same weights, and kept until the next one: validation rows
@@ -585,7 +597,6 @@ class Trainer:
         rows on one CPU thread).
         """
         self.net.eval()
-        base = self.graph_vectors(train.context)
         queries = self.graph_vectors(val.context)
         graph = self.build_graph(queries.float(), base.float())
         return self.net.adjacency(graph, n_src=train.context.shape[0])
