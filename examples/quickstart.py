@@ -22,8 +22,10 @@ from autoglm_graph.datasets import load_dataset
 
 name = sys.argv[1] if len(sys.argv) > 1 else "synthetic_poisson"
 data = load_dataset(name)
-print(f"{name}: {len(data.X_train)} training rows, {data.X_train.shape[1]} columns, "
-      f"family {data.family!r}")
+print(
+    f"{name}: {len(data.X_train)} training rows, {data.X_train.shape[1]} columns, "
+    f"family {data.family!r}"
+)
 
 if data.family in ("binomial", "multinomial"):
     make = lambda **kw: GraphGLMClassifier(random_state=0, **kw)  # noqa: E731
@@ -36,17 +38,20 @@ fit_kwargs = {} if data.offset_train is None else {"offset": data.offset_train}
 predict_kwargs = {} if data.offset_test is None else {"offset": data.offset_test}
 # Shown in full up to this many terms; longer tables say how many are left out.
 MAX_TERMS = 10
-print("fitting the graph GLM (10-30 s on a 2-core CPU) and its global GLM ...",
-      flush=True)
+print(
+    "fitting the graph GLM (10-30 s on a 2-core CPU) and its global GLM ...", flush=True
+)
 start = time.perf_counter()
 model = make().fit(data.X_train, data.y_train, **fit_kwargs)
 seconds = time.perf_counter() - start
 glm = make(local_penalty=np.inf).fit(data.X_train, data.y_train, **fit_kwargs)
 
 metric = "accuracy" if data.family in ("binomial", "multinomial") else "D^2"
-print(f"test {metric}: graph GLM {model.score(data.X_test, data.y_test):.4f} "
-      f"(fit {seconds:.1f}s, best epoch {getattr(model, 'best_epoch_', '-')}) | "
-      f"global GLM {glm.score(data.X_test, data.y_test):.4f}")
+print(
+    f"test {metric}: graph GLM {model.score(data.X_test, data.y_test):.4f} "
+    f"(fit {seconds:.1f}s, best epoch {getattr(model, 'best_epoch_', '-')}) | "
+    f"global GLM {glm.score(data.X_test, data.y_test):.4f}"
+)
 if model.is_global_only_:
     print(f"the fitted model is the global GLM: {model.global_only_reason_}")
 
@@ -54,15 +59,18 @@ if data.coef_test is not None and data.family != "multinomial":
     # The truth lives in the raw feature space; the model's in the standardised one.
     scaler = data.X_train.to_numpy()
     mean, scale = scaler.mean(axis=0), scaler.std(axis=0)
-    truth = np.column_stack([
-        data.coef_test[:, 0] + data.coef_test[:, 1:] @ mean,
-        data.coef_test[:, 1:] * scale,
-    ])
+    truth = np.column_stack(
+        [
+            data.coef_test[:, 0] + data.coef_test[:, 1:] @ mean,
+            data.coef_test[:, 1:] * scale,
+        ]
+    )
     for label, fitted in [("graph GLM", model), ("global GLM", glm)]:
         error = fitted.local_coef(data.X_test).to_numpy() - truth
-        print(f"per-row coefficient RMSE to the truth, {label}: "
-              f"{np.sqrt((error ** 2).mean()):.3f}")
-
+        print(
+            f"per-row coefficient RMSE to the truth, {label}: "
+            f"{np.sqrt((error**2).mean()):.3f}"
+        )
 
 
 def left_out(n_shown: int, n_all: int) -> str:
@@ -84,6 +92,8 @@ print(local.iloc[:, :MAX_TERMS].round(3).to_string())
 if note := left_out(MAX_TERMS, local.shape[1]):
     print(note)
 neighbours = model.explain(data.X_test.iloc[:1])
-print(f"\nthe training rows the first test row attended to (the first 5 of "
-      f"{len(neighbours)}):")
+print(
+    f"\nthe training rows the first test row attended to (the first 5 of "
+    f"{len(neighbours)}):"
+)
 print(neighbours.head(5).round(3).to_string(index=False))
