@@ -34,6 +34,8 @@ JOURNAL_SUFFIXES = (".log", ".jsonl", ".journal")
 #: race to create its schema (one of them gets an IntegrityError or a
 #: "database is locked" OperationalError; the schema exists at the next try).
 STORAGE_ATTEMPTS = 10
+#: Milliseconds a SQLite connection waits for another worker's write lock.
+SQLITE_BUSY_MS = 60_000
 
 
 class OptunaPruningCallback:
@@ -151,7 +153,10 @@ def _open_database(url: str) -> RDBStorage:
         try:
             with warnings.catch_warnings():  # heartbeats are "experimental"
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                return RDBStorage(url, **_heartbeat_kwargs())
+                storage = RDBStorage(url, **_heartbeat_kwargs())
+            if storage.engine.dialect.name == "sqlite":
+                _serialize_sqlite(storage.engine)
+            return storage
         except race:
             if attempt == STORAGE_ATTEMPTS - 1:
                 raise
@@ -159,6 +164,43 @@ def _open_database(url: str) -> RDBStorage:
             # that collided do not collide again.
             time.sleep(min(1.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.5))
     raise AssertionError("unreachable")
+
+
+def _serialize_sqlite(engine) -> None:
+    """Make every transaction of a SQLite engine take the write lock at BEGIN.
+
+    RDBStorage pops a queued trial by reading its state and writing RUNNING
+    ``FOR UPDATE``, which SQLite ignores: two workers that read at the same
+    moment both ran the same queued trial, and the second one's result failed
+    with "Cannot tell a COMPLETE trial" (seen with 4 workers started together
+    on a fresh file). ``BEGIN IMMEDIATE`` serialises those read-then-write
+    transactions, as PostgreSQL's row lock does (SQLAlchemy's pysqlite recipe).
+    """
+    from sqlalchemy import event
+
+    engine.dispose()  # pooled connections were opened without the listeners
+
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_connection, _record) -> None:
+        dbapi_connection.isolation_level = None  # SQLAlchemy emits BEGIN itself
+        # Wait for the lock (60 s) rather than fail with "database is locked".
+        dbapi_connection.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_MS}")
+
+    @event.listens_for(engine, "begin")
+    def _begin(connection) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def fail_stale_trials(study: optuna.Study) -> None:
+    """Fail (and so retry) the trials of workers whose heartbeat stopped.
+
+    Optuna does it before each new trial; a worker that starts when the study
+    already has its ``n_trials`` runs no trial, so it does it here first,
+    otherwise a dead worker's trial stayed RUNNING for good.
+    """
+    with warnings.catch_warnings():  # a no-op for storages without heartbeats
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.storages.fail_stale_trials(study)
 
 
 def _heartbeat_kwargs() -> dict:

@@ -41,6 +41,7 @@ from ._optuna import (
     _suggest,
     check_fingerprint,
     default_study_name,
+    fail_stale_trials,
     make_storage,
     start_point,
     study_fingerprint,
@@ -463,6 +464,7 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
             start = start_point(self.estimator.get_params(deep=False), space)
             if start:
                 self.study_.enqueue_trial(start, skip_if_exists=True)
+        fail_stale_trials(self.study_)  # before counting what is left to run
         remaining = None
         callbacks = []
         if self.n_trials is not None:

@@ -29,11 +29,12 @@ pytestmark = pytest.mark.slow
 
 # Heartbeats every second, stale after 3 s: the killed worker's trial is
 # failed and retried within the test (the defaults are 30 s and 120 s).
+HEARTBEAT_INTERVAL, GRACE_PERIOD = 1, 3
 WORKER = """
 import sys
 import optuna
 from autoglm_graph import _optuna
-_optuna.HEARTBEAT_INTERVAL, _optuna.GRACE_PERIOD = 1, 3
+_optuna.HEARTBEAT_INTERVAL, _optuna.GRACE_PERIOD = {heartbeat}, {grace}
 from autoglm_graph import GraphGLMRegressor, GraphGLMSearchCV
 from autoglm_graph.datasets import make_varying_coefficients
 from optuna.distributions import FloatDistribution, IntDistribution
@@ -53,7 +54,9 @@ search = GraphGLMSearchCV(
     est, space, n_trials=n_trials, storage=url, study_name=study,
     pruner=optuna.pruners.NopPruner(), refit=False, random_state=0, cv=None,
 )
-"""
+""".replace("{heartbeat}", str(HEARTBEAT_INTERVAL)).replace(
+    "{grace}", str(GRACE_PERIOD)
+)
 
 
 def _binary(name: str) -> str | None:
@@ -187,7 +190,12 @@ def test_four_workers_one_killed_and_restarted(tmp_path, postgres_url):
     victim.wait()
     before = {t.number: t for t in _trials(url, study, (TrialState.COMPLETE,))}
     assert len(before) >= 2
-    # The killed worker restarts (a cluster scheduler would do the same).
+    # The killed worker restarts once its trial is stale, as a cluster
+    # scheduler would after noticing the death. The live workers may have run
+    # every remaining trial by then (in a CI run they did, within the 3 s), so
+    # the restarted one must fail the stale trial before it counts what is
+    # left; otherwise that trial stays RUNNING for good.
+    time.sleep(GRACE_PERIOD + HEARTBEAT_INTERVAL)
     (restarted,) = _workers(tmp_path, 1, url, study, n_trials, epochs=30)
     for w in [*workers[1:], restarted]:
         _, err = w.communicate(timeout=600)
