@@ -19,6 +19,7 @@ import pandas as pd
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin, _fit_context
 from sklearn.compose import ColumnTransformer
+from sklearn.exceptions import DataConversionWarning
 from sklearn.feature_selection import VarianceThreshold
 from sklearn.impute import MissingIndicator, SimpleImputer
 from sklearn.pipeline import Pipeline
@@ -442,6 +443,8 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
             validate_data(self, X, skip_check_array=True, reset=False)
             X = pd.DataFrame(np.asarray(X, dtype=object), columns=self._columns)
         validate_data(self, X, skip_check_array=True, reset=reset)
+        if not reset:
+            self._check_column_labels(X)
         n_samples, n_features = X.shape
         if n_samples == 0 or n_features == 0:
             what = "0 sample(s)" if n_samples == 0 else "0 feature(s)"
@@ -452,8 +455,79 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
         if reset:
             self._fitted_on_frame = True
             self._columns = list(X.columns)
+            self._dtypes = [str(dtype) for dtype in X.dtypes]
             self._classify_columns(X)
         _check_no_infinity(X, self._numeric_idx)
+        if reset and self.scale_numeric and self._numeric_idx:
+            values = X.iloc[:, self._numeric_idx]
+            _check_variance_is_finite(
+                values.to_numpy(dtype=np.float64, na_value=np.nan),
+                self.numeric_features_,
+            )
+        if not reset:
+            X = self._match_fitted_levels(X)
+        return X
+
+    def _check_column_labels(self, X: pd.DataFrame) -> None:
+        """The columns of ``X`` are those of ``fit``, in the same order.
+
+        scikit-learn checks string names only; labels of other types (integers,
+        as ``pd.read_csv(header=None)`` makes) are compared here, so that
+        ``X[[1, 0]]`` is refused rather than encoded column by position.
+        """
+        given = list(X.columns)
+        if given == self._columns:
+            return
+        missing = [c for c in self._columns if c not in given]
+        unexpected = [c for c in given if c not in self._columns]
+        if not missing and not unexpected:
+            raise ValueError(
+                "The columns of X are those passed during fit in another order "
+                f"(fit: {self._columns!r}; got: {given!r}); select them in the "
+                "order of fit, e.g. X[model.feature_names_in_]."
+            )
+        raise ValueError(
+            f"The columns of X differ from those passed during fit: missing "
+            f"{missing!r}, unexpected {unexpected!r}."
+        )
+
+    def _match_fitted_levels(self, X: pd.DataFrame) -> pd.DataFrame:
+        """Map the values of categorical columns whose dtype changed since
+        ``fit`` back to the fitted levels, and say so.
+
+        Category codes that arrive as floats (``1.0`` for the level ``"1"``),
+        bools as ``0``/``1``, or any column through ``X.to_numpy()`` would
+        otherwise become unseen levels, which moves the predictions silently.
+        A value is mapped only when exactly one reading of it is a fitted level.
+        """
+        fitted = getattr(self, "_dtypes", None)  # absent in older model files
+        if fitted is None or not self._categorical_idx:
+            return X
+        encoder = self.column_transformer_.named_steps["columns"]
+        encoder = encoder.named_transformers_["categorical"][-1]
+        changed: list[str] = []
+        for col, levels in zip(self._categorical_idx, encoder.categories_, strict=True):
+            values = X.iloc[:, col]
+            if str(values.dtype) == fitted[col]:
+                continue
+            mapped, examples = _to_fitted_levels(values, set(levels.tolist()))
+            if examples:
+                if not changed:
+                    X = X.copy()
+                X.isetitem(col, mapped)
+                shown = ", ".join(f"{v!r} -> {lv!r}" for v, lv in examples[:3])
+                changed.append(
+                    f"{self._columns[col]!r} ({fitted[col]} in fit, {values.dtype} "
+                    f"here; {shown})"
+                )
+        if changed:
+            warnings.warn(
+                "Categorical column(s) with another dtype than in fit were matched "
+                f"to the fitted levels: {'; '.join(changed)}. Pass the dtypes of "
+                "fit to silence this warning.",
+                DataConversionWarning,
+                stacklevel=_caller_stacklevel(),
+            )
         return X
 
     def _validate_array(self, X: Any, reset: bool) -> np.ndarray:
@@ -477,6 +551,8 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
             self._categorical_idx = []
             self.numeric_features_ = [f"x{i}" for i in range(X.shape[1])]
             self.categorical_features_ = []
+            if self.scale_numeric and not sp.issparse(X):
+                _check_variance_is_finite(X, self.numeric_features_)
         return X
 
     def _classify_columns(self, X: pd.DataFrame) -> None:
@@ -559,6 +635,69 @@ def _drop_reason(values: pd.Series, categorical: bool, min_frequency: Any) -> st
             "pandas.to_numeric to use it as a number"
         )
     return f"{why} (an identifier?)"
+
+
+def _readings(value: Any) -> list[str]:
+    """The level strings a number or bool could stand for: ``1.0`` is ``"1"``,
+    ``"1.0"`` or ``"True"``; ``0`` is ``"0"``, ``"0.0"`` or ``"False"``."""
+    if isinstance(value, bool | np.bool_):
+        return [str(bool(value)), str(int(value))]
+    if not isinstance(value, Integral | float | np.floating):
+        return []
+    number = float(value)
+    readings = [str(number)]
+    if number.is_integer():
+        readings.append(str(int(number)))
+    if number in (0.0, 1.0):
+        readings.append(str(bool(number)))
+    return readings
+
+
+def _to_fitted_levels(values: pd.Series, levels: set[str]) -> tuple[list, list]:
+    """``values`` with each value that is not a fitted level, but has exactly one
+    reading that is, replaced by that level; and (value, level) examples."""
+    out, examples = values.astype(object).tolist(), []
+    seen: dict[Any, str | None] = {}
+    for i, value in enumerate(out):
+        if value is None or (isinstance(value, float) and np.isnan(value)):
+            continue
+        if str(value) in levels:
+            continue
+        if value not in seen:
+            matches = {r for r in _readings(value) if r in levels}
+            seen[value] = matches.pop() if len(matches) == 1 else None
+            if seen[value] is not None:
+                examples.append((_plain(value), seen[value]))
+        if seen[value] is not None:
+            out[i] = seen[value]
+    return out, examples
+
+
+def _check_variance_is_finite(values: np.ndarray, labels: list) -> None:
+    """Raise a ValueError naming numeric columns too large to standardise.
+
+    Values around 1e200 overflow the variance in float64; the column then came
+    out constant and was dropped with nothing but numpy's overflow warnings.
+    """
+    if values.shape[1] == 0:
+        return
+    with np.errstate(over="ignore", invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns
+        centred = values - np.nanmean(values, axis=0)
+        variance = np.nanmean(centred**2, axis=0)
+        present = ~np.isnan(values).all(axis=0)
+        bad = ~np.isfinite(variance) & present
+    if bad.any():
+        names = [
+            f"{label!r} (values up to {np.nanmax(np.abs(values[:, j])):.3g})"
+            for j, (label, b) in enumerate(zip(labels, bad, strict=True))
+            if b
+        ]
+        raise ValueError(
+            f"Numeric column(s) {', '.join(names)} are too large to standardise in "
+            "float64 (their variance overflows); rescale them (divide by a power "
+            "of ten, or take the log) before fitting."
+        )
 
 
 def _check_no_infinity(X: pd.DataFrame, numeric_idx: list[int]) -> None:

@@ -474,3 +474,86 @@ def test_estimator_warns_about_dropped_columns(mixed_frame, mixed_target):
         model.fit(X, mixed_target)
     assert record[0].filename == __file__
     assert "user_id" in model.preprocessor_.dropped_columns_
+
+
+def _mixed_frame(n=120, seed=0):
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame(
+        {
+            "a": rng.normal(size=n),
+            "code": pd.Series(rng.integers(1, 4, n)).astype("category"),
+            "flag": rng.random(n) > 0.5,
+            "obj": rng.choice([1, 2, 3], n).astype(object),
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda X: X.assign(code=X["code"].astype(int).astype(float)),
+        lambda X: X.assign(flag=X["flag"].astype(float)),
+        lambda X: X.assign(obj=X["obj"].astype(float)),
+        lambda X: X.assign(flag=X["flag"].astype(int)),
+    ],
+    ids=[
+        "category-codes-as-float",
+        "bool-as-float",
+        "object-ints-as-float",
+        "bool-as-int",
+    ],
+)
+def test_categorical_dtype_changed_at_transform_is_matched_and_said(change):
+    """Category codes as floats or bools as 0/1 map to the fitted levels (they
+    were unseen levels: every such row encoded as zeros), with a warning."""
+    from sklearn.exceptions import DataConversionWarning
+
+    X = _mixed_frame()
+    pre = TabularPreprocessor().fit(X)
+    with pytest.warns(DataConversionWarning, match="matched to the fitted levels"):
+        out = pre.transform(change(X))
+    np.testing.assert_array_equal(out, pre.transform(X))
+
+
+def test_numeric_frame_through_to_numpy_keeps_bool_levels():
+    X = _mixed_frame()[["a", "flag"]]
+    pre = TabularPreprocessor().fit(X)
+    values = X.to_numpy(dtype=float)  # the bools become 0.0 / 1.0
+    with pytest.warns(UserWarning):
+        out = pre.transform(values)
+    np.testing.assert_array_equal(out, pre.transform(X))
+
+
+def test_unmatched_values_stay_unseen_without_a_warning():
+    import warnings
+
+    X = _mixed_frame()
+    pre = TabularPreprocessor().fit(X)
+    X2 = X.assign(obj=X["obj"].astype(float) + 0.5)  # 1.5 is no fitted level
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = pre.transform(X2)
+    obj = [i for i, n in enumerate(pre.get_feature_names_out()) if n.startswith("obj")]
+    assert (out[:, obj] == 0).all()
+
+
+def test_integer_column_labels_reordered_are_refused():
+    X = _mixed_frame()
+    X.columns = [0, 1, 2, 3]
+    pre = TabularPreprocessor().fit(X)
+    with pytest.raises(ValueError, match="in another order"):
+        pre.transform(X[[1, 0, 2, 3]])
+    with pytest.raises(ValueError, match=r"missing \[3\], unexpected \[7\]"):
+        pre.transform(X.rename(columns={3: 7}))
+
+
+@pytest.mark.parametrize("as_frame", [True, False])
+def test_column_too_large_to_standardise_is_named(as_frame):
+    rng = np.random.default_rng(0)
+    X = np.column_stack([rng.normal(size=50), rng.normal(size=50) * 1e200])
+    if as_frame:
+        X = pd.DataFrame(X, columns=["a", "huge"])
+    with pytest.raises(ValueError, match=r"'(huge|x1)' \(values up to .*e\+200\)"):
+        TabularPreprocessor().fit(X)
+    with pytest.raises(ValueError, match="too large for float32"):
+        TabularPreprocessor(scale_numeric=False).fit(X)  # not standardised
