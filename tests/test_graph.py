@@ -383,3 +383,46 @@ def test_faiss_backend_without_faiss(monkeypatch):
         cosine_topk(_clustered(20), n_neighbors=3, backend="faiss")
     with pytest.raises(ImportError, match="pip install faiss-cpu"):
         CosineNeighbors(backend="faiss").fit(_clustered(20))
+
+
+def _lower_index_first(sims: np.ndarray, k: int) -> np.ndarray:
+    """The reference rule: by similarity, equal ones by the lower index."""
+    columns = np.arange(sims.shape[1])
+    return np.stack([np.lexsort((columns, -row))[:k] for row in sims])
+
+
+@pytest.mark.parametrize("n_distinct, copies, k", [(40, 10, 5), (250, 12, 7)])
+@pytest.mark.parametrize("exclude_self", [False, True])
+def test_ties_go_to_the_lower_training_index(n_distinct, copies, k, exclude_self):
+    """Duplicated rows tie exactly; the neighbours are the lowest-indexed of the
+    tied rows, in the folded search (m = 3000) as in the plain one (m = 400).
+    torch.topk alone chose among them by the rest of the row (129 of 300 rows
+    not the lowest ones, in the smaller case)."""
+    gen = torch.Generator().manual_seed(0)
+    base = torch.randn(n_distinct, 6, generator=gen).repeat(copies, 1)
+    base = base[torch.randperm(len(base), generator=gen)]
+    queries = base if exclude_self else torch.randn(300, 6, generator=gen)
+    graph = cosine_topk(
+        queries,
+        None if exclude_self else base,
+        n_neighbors=k,
+        chunk_size=len(queries),
+    )
+    unit = torch.nn.functional.normalize
+    sims = (unit(queries) @ unit(base).T).numpy()
+    if exclude_self:
+        np.fill_diagonal(sims, -np.inf)
+    np.testing.assert_array_equal(graph.indices.numpy(), _lower_index_first(sims, k))
+
+
+def test_neighbours_of_a_row_do_not_depend_on_the_other_rows():
+    gen = torch.Generator().manual_seed(1)
+    base = torch.randn(500, 8, generator=gen).repeat(8, 1)
+    queries = torch.randn(200, 8, generator=gen)
+    full = cosine_topk(queries, base, n_neighbors=6)
+    for chunk in (1, 7):
+        part = cosine_topk(queries, base, n_neighbors=6, chunk_size=chunk)
+        np.testing.assert_array_equal(part.indices.numpy(), full.indices.numpy())
+    for i in (0, 57, 199):
+        alone = cosine_topk(queries[i : i + 1], base, n_neighbors=6)
+        np.testing.assert_array_equal(alone.indices[0].numpy(), full.indices[i].numpy())
