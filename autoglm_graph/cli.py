@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import ast
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -283,6 +284,7 @@ def _check_model_out(out: str) -> None:
     from .io import check_save_path
 
     path = check_save_path(out)  # a link, or a folder holding other files
+    _check_writable(path, "--out")
     suffix = path.suffix.lower()
     if suffix in ("", ".zip") or out.endswith(("/", "\\")) or path.is_dir():
         return
@@ -291,6 +293,27 @@ def _check_model_out(out: str) -> None:
         "directory (e.g. model/) or as one .zip file (model.zip). End the path "
         "with '/' to use it as a directory name."
     )
+
+
+def _check_writable(path: Path, option: str) -> None:
+    """Refuse now an output path that cannot be written (its nearest existing
+    folder is a file, or refuses a new file), rather than after the fit."""
+    folder = path.absolute().parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ValueError(
+            f"{option} {str(path)!r} cannot be written: {str(folder)!r} is a file, "
+            "not a folder."
+        )
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise ValueError(
+            f"{option} {str(path)!r} cannot be written: no new file can be made "
+            f"in {str(folder)!r} ({exc.strerror or exc})."
+        ) from exc
 
 
 def _cmd_fit(args: argparse.Namespace) -> int:
@@ -326,6 +349,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     from . import load
 
     _format(Path(args.out))  # fail before the work on a bad output name
+    _check_writable(Path(args.out), "--out")
     model = load(args.model)
     data = read_table(args.data)
     offset = None

@@ -286,3 +286,27 @@ def test_parquet_without_pyarrow_names_the_extra(table, tmp_path, capsys, monkey
     out = str(tmp_path / "p.parquet")
     assert main(["predict", str(model), str(data), "--out", out]) == 1
     assert "autoglm-graph[parquet]" in _error_line(capsys)
+
+
+@pytest.mark.parametrize("command", ["fit", "predict"])
+def test_unwritable_out_is_refused_before_the_work(
+    table, tmp_path, capsys, monkeypatch, command
+):
+    """An --out under a file was found only after the fit, and reported as an
+    internal error (FileExistsError)."""
+    import autoglm_graph.cli as cli
+
+    data = tmp_path / "claims.csv"
+    table[["x0", "x1", "claims"]].to_csv(data, index=False)
+    out = data / ("model/" if command == "fit" else "p.csv")  # under a file
+    if command == "fit":
+        args = ["fit", str(data), "--target", "claims", "--family", "poisson"]
+    else:
+        args = ["predict", str(tmp_path / "never-read"), str(data)]
+    reads = []
+    original = cli.read_table
+    monkeypatch.setattr(cli, "read_table", lambda p: reads.append(p) or original(p))
+    assert main([*args, "--out", str(out)]) == 1
+    line = _error_line(capsys)
+    assert f"{str(data)!r} is a file, not a folder" in line
+    assert reads == []  # nothing was read, let alone fitted
