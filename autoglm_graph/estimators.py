@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import warnings
 
 import numpy as np
@@ -24,6 +22,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
+from ._fitted import FittedNetwork
 from ._glm import fit_global_glm, fit_negative_binomial
 from ._threads import with_thread_limit
 from ._validation import (
@@ -265,7 +264,7 @@ class _BaseGraphGLM(BaseEstimator):
             )
         self.global_glm_ = glm
         self._set_global_coefficients(glm)
-        self._train_positions = None
+        self._fitted = None
         self.network_ = None
         self.history_ = []
         self.n_iter_ = 0
@@ -356,16 +355,20 @@ class _BaseGraphGLM(BaseEstimator):
             )
         trainer.net.load_state_dict(best.state_dict)
         trainer.net.eval()
-        trainer.callbacks = []
-        trainer.neighbor_cache = None  # may be a search's, shared across trials
         self.best_epoch_ = best.epoch
         self._warn_if_still_improving()
-        self.network_ = trainer.net
-        self._trainer = trainer
-        self._train_rows = train
-        self._train_positions = train_pos
-        self._source_states = trainer.source_states(train, best.train_graph)
-        trainer.__dict__.pop("_adjacency_cache", None)  # scratch of the loop
+        self._fitted = FittedNetwork(
+            net=trainer.net,
+            graph=trainer.graph,
+            n_outputs=trainer.n_outputs,
+            precision=trainer.precision,
+            training=trainer.settings(),
+            rows=train,
+            states=trainer.source_states(train, best.train_graph),
+            positions=train_pos,
+            index=getattr(trainer, "_index_cache", None),
+        )
+        self.network_ = self._fitted.net
         return None
 
     def _warn_if_still_improving(self) -> None:
@@ -509,11 +512,9 @@ class _BaseGraphGLM(BaseEstimator):
 
     def _query(self, design_chunk: np.ndarray, **kwargs):
         context = torch.as_tensor(
-            design_chunk, dtype=torch.float32, device=self.device_
+            design_chunk, dtype=torch.float32, device=self._fitted.device
         )
-        out = self._trainer.query_delta(
-            context, self._train_rows, self._source_states, **kwargs
-        )
+        out = self._fitted.query(context, **kwargs)
         if kwargs:
             return out
         return out.cpu()
@@ -595,7 +596,7 @@ class _BaseGraphGLM(BaseEstimator):
                 pd.DataFrame(
                     {
                         "row": row_labels[start + dst],
-                        "neighbor": self._train_index[self._train_positions[src]],
+                        "neighbor": self._train_index[self._fitted.positions[src]],
                         "rank": rank,
                         "similarity": graph.similarities[graph.mask].cpu().numpy(),
                         "attention": alpha.mean(dim=1).cpu().numpy(),
@@ -695,15 +696,23 @@ class _BaseGraphGLM(BaseEstimator):
 
         return save_model(self, path)
 
+    def _restore(self, global_glm, train_index, network: FittedNetwork | None):
+        """Set the fitted state that a saved model's reader rebuilt (the
+        public attributes aside): the global GLM, the training rows' labels
+        and the fitted network."""
+        self.global_glm_ = global_glm
+        self._set_global_coefficients(global_glm)
+        self._train_index = train_index
+        self._fitted = network
+        self.network_ = None if network is None else network.net
+
     def __getstate__(self):
-        # As skorch does: tensors travel on the CPU and come back on the device.
+        # The fitted network pickles through its state() (tensors on the CPU);
+        # network_ is its net, restored with it.
         state = self.__dict__.copy()
         state.pop("_neighbor_cache", None)  # a search's scratch, not the model
-        for key in _DEVICE_STATE:
-            if key in state:
-                state[key] = _move(state[key], torch.device("cpu"))
-        if state.get("_trainer") is not None:
-            state["network_"] = None  # the trainer's network; restored on load
+        if state.get("_fitted") is not None:
+            state["network_"] = None
         return state
 
     def __setstate__(self, state):
@@ -713,30 +722,9 @@ class _BaseGraphGLM(BaseEstimator):
                 self.device_ = resolve_device(self.device)
             except ValueError:  # e.g. fitted on a GPU, loaded where there is none
                 self.device_ = torch.device("cpu")
-            for key in _DEVICE_STATE:
-                if key in state:
-                    setattr(self, key, _move(state[key], self.device_))
-        if getattr(self, "_trainer", None) is not None:
-            self.network_ = self._trainer.net
-
-
-_DEVICE_STATE = ("_trainer", "_train_rows", "_source_states")
-
-
-def _move(obj, device: torch.device):
-    """A copy of ``obj`` (tensor, module, dataclass of them) on ``device``."""
-    if isinstance(obj, torch.Tensor):
-        return obj.to(device)
-    if isinstance(obj, torch.nn.Module):
-        return copy.deepcopy(obj).to(device)
-    if isinstance(obj, list):
-        return [_move(item, device) for item in obj]
-    if dataclasses.is_dataclass(obj):
-        changes = {
-            f.name: _move(getattr(obj, f.name), device) for f in dataclasses.fields(obj)
-        }
-        return dataclasses.replace(obj, **changes)
-    return obj
+        if getattr(self, "_fitted", None) is not None:
+            self._fitted = self._fitted.to(self.device_)
+            self.network_ = self._fitted.net
 
 
 def _group_codes(groups, n_samples: int) -> np.ndarray | None:
@@ -1187,14 +1175,14 @@ class GraphGLMClassifier(ClassifierMixin, _BaseGraphGLM):
 
     def _encode_target(self, y: np.ndarray) -> np.ndarray:
         check_classification_targets(y)
-        self._label_encoder = LabelEncoder().fit(y)
-        self.classes_ = self._label_encoder.classes_
+        encoder = LabelEncoder().fit(y)
+        self.classes_ = encoder.classes_
         if len(self.classes_) < 2:
             raise ValueError(
                 "GraphGLMClassifier needs at least 2 classes in y; got 1 class "
                 f"({self.classes_.tolist()[0]!r})."  # 1, not np.int64(1)
             )
-        codes = self._label_encoder.transform(y)
+        codes = encoder.transform(y)
         if len(self.classes_) == 2:
             return codes.astype(np.float64)
         return np.eye(len(self.classes_))[codes]

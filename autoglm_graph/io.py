@@ -62,15 +62,14 @@ import skops.io as sio
 import torch
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
-from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.validation import check_is_fitted
 
-from . import modules
+from ._fitted import FittedNetwork
 from ._glm import GlobalGLM
 from ._validation import resolve_device
 from .estimators import GraphGLMClassifier, GraphGLMRegressor
 from .families import FAMILIES, Family, get_family
-from .modules import CONVS, GraphGLMNet, SourceStates
+from .modules import CONVS, MESSAGE_PASSING
 from .preprocessing import TabularPreprocessor
 from .training import GraphConfig, RowData, Trainer
 
@@ -136,8 +135,10 @@ TRUSTED_PREPROCESSOR_TYPES: tuple[str, ...] = (
 )
 
 _SCALARS = (type(None), bool, int, float, str)
-# Trainer fields that are not configuration: rebuilt on load.
-_TRAINER_SKIP = {"net", "family", "callbacks", "history", "neighbor_cache", "graph"}
+# The settings of a fitted network's "trainer" record besides "graph".
+_TRAINER_KEYS = frozenset({"n_outputs", "precision", *Trainer.SETTINGS})
+# The training rows' fields a file may store.
+_ROW_FIELDS = frozenset(f.name for f in dataclasses.fields(RowData))
 # dtype kinds of classes_ and row labels that a file may ask for.
 _LABEL_KINDS = set("biufUO")
 
@@ -418,11 +419,11 @@ def _model_state(model) -> tuple[dict, dict[str, torch.Tensor]]:
             fitted[key] = _plain(getattr(model, key))
     if hasattr(model, "classes_"):
         fitted["classes_"] = _labels_to_json(model.classes_, "classes_")
-    train_index = getattr(model, "_train_index", None)
+    train_index = model._train_index
     if train_index is not None:
         fitted["train_index"] = _labels_to_json(train_index, "train_index", put)
-    if model.network_ is not None:
-        fitted["network"] = _network_state(model, put)
+    if model._fitted is not None:
+        fitted["network"] = _network_state(model._fitted, put)
     config = {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
@@ -435,55 +436,22 @@ def _model_state(model) -> tuple[dict, dict[str, torch.Tensor]]:
     return config, tensors
 
 
-def _network_state(model, put) -> dict:
-    net, trainer, rows = model.network_, model._trainer, model._train_rows
-    for key, value in net.state_dict().items():
-        put(f"network.{key}", value)
-    present = []
-    for field in dataclasses.fields(RowData):
-        value = getattr(rows, field.name)
-        if value is not None:
-            put(f"train_rows.{field.name}", value)
-            present.append(field.name)
-    states = model._source_states
-    for layer, value in enumerate(states.layers):
-        put(f"source_states.layers.{layer}", value)
-    put("source_states.pooled", states.pooled)
-    put("source_states.embedding", states.embedding)
-    put("train_positions", np.asarray(model._train_positions, dtype=np.int64))
-    trainer_config = {}
-    for f in dataclasses.fields(Trainer):
-        value = getattr(trainer, f.name)
-        if f.name in _TRAINER_SKIP:
-            continue
-        if isinstance(value, _SCALARS):
-            trainer_config[f.name] = value
+def _network_state(network: FittedNetwork, put) -> dict:
+    config, tensors = network.state()
+    for key, value in tensors.items():
+        put(key, value)
+    trainer = {}
+    for key, value in config["trainer"].items():
+        if key == "graph" or isinstance(value, _SCALARS):
+            trainer[key] = value
         else:
             warnings.warn(
-                f"The trainer's {f.name}={value!r} is not saved; the loaded model "
-                "uses its default.",
+                f"The trainer's {key}={value!r} is not saved; the loaded model "
+                "does not record it.",
                 UserWarning,
                 stacklevel=5,
             )
-    trainer_config["graph"] = dataclasses.asdict(trainer.graph)
-    net_config = {
-        "in_channels": net.in_channels,
-        "out_channels": net.out_channels,
-        "hidden_channels": net.hidden_channels,
-        "heads": net.heads,
-        "num_layers": net.num_layers,
-        "target_channels": net.target_channels,
-        "dropout": net.dropout,
-        "conv": net.conv,
-    }
-    if hasattr(net, "message_passing"):
-        net_config["message_passing"] = net.message_passing
-    return {
-        "net": net_config,
-        "trainer": trainer_config,
-        "train_rows": present,
-        "n_train": int(rows.y.shape[0]),
-    }
+    return {**config, "trainer": trainer}
 
 
 def _params_to_json(model) -> dict:
@@ -879,8 +847,6 @@ def _build(config: dict, tensors: dict[str, torch.Tensor], preprocessor):
         if cls is not GraphGLMClassifier:
             raise ModelFileError("Only a classifier has classes_.")
         model.classes_ = _labels_from_json(fitted["classes_"], tensors, "classes_")
-        model._label_encoder = LabelEncoder()
-        model._label_encoder.classes_ = model.classes_
         n_classes = len(model.classes_)
         n_outputs = tensors["global_glm.coef"].shape[0]
         if n_classes < 2 or n_outputs != (1 if n_classes == 2 else n_classes):
@@ -896,8 +862,6 @@ def _build(config: dict, tensors: dict[str, torch.Tensor], preprocessor):
         n_iter=_int(glm_info["n_iter"], "global_glm.n_iter", low=0),
         converged=_bool(glm_info["converged"], "global_glm.converged"),
     )
-    model.global_glm_ = glm
-    model._set_global_coefficients(glm)
     model.is_global_only_ = _bool(fitted["is_global_only_"], "is_global_only_")
     reason = fitted["global_only_reason_"]
     if reason is not None and not isinstance(reason, str):
@@ -911,17 +875,22 @@ def _build(config: dict, tensors: dict[str, torch.Tensor], preprocessor):
     for key in ("validation_gain_", "validation_gain_se_"):
         if key in fitted:
             setattr(model, key, _number(fitted[key], key))
-    model._train_index = (
+    train_index = (
         _labels_from_json(fitted["train_index"], tensors, "train_index")
         if "train_index" in fitted
         else None
     )
-    model.network_ = None
-    model._train_positions = None
+    network = None
     if "network" in fitted:
-        _restore_network(model, fitted["network"], tensors, device)
+        if train_index is None:
+            raise ModelFileError("train_positions do not index the training rows.")
+        n_outputs = int(tensors["global_glm.coef"].shape[0])
+        network = _restore_network(
+            model, fitted["network"], tensors, device, n_outputs, len(train_index)
+        )
     elif not model.is_global_only_:
         raise ModelFileError("A model that is not global-only needs its network.")
+    model._restore(glm, train_index, network)
     return model
 
 
@@ -1012,41 +981,24 @@ def _expected_shapes(
     if not isinstance(network, dict):
         raise ModelFileError("fitted.network must be a JSON object.")
     _check_net_config(network["net"], model, tensors)
-    spec = network["net"]
+    spec = _checked_net_spec(network["net"])
     if spec["in_channels"] != p or spec["out_channels"] != (p + 1) * n_outputs:
         raise ModelFileError(
             f"The network maps {spec['in_channels']} -> {spec['out_channels']} "
             f"channels; the design has {p} features and {n_outputs} output(s)."
         )
-    net = _make_net(spec)
-    for key, value in net.state_dict().items():
-        expected[f"network.{key}"] = tuple(value.shape)
-    n = _int(network["n_train"], "n_train")
-    y_shape = (n,) if n_outputs == 1 else (n, n_outputs)
-    rows = {
-        "context": (n, p),
-        "design": (n, p),
-        "y": y_shape,
-        "weight": (n,),
-        "eta_global": (n, n_outputs),
-        "targets": (n, net.target_channels),
-        "group": (n,),
-    }
+    _int(network["n_train"], "n_train")
     present = network["train_rows"]
-    required = {"context", "design", "y", "weight", "eta_global"}
-    if net.target_channels:
+    required = set(FittedNetwork.REQUIRED_ROWS)
+    if spec["target_channels"]:
         required.add("targets")
-    if not required <= set(present) or not set(present) <= set(rows):
+    if (
+        not isinstance(present, list)
+        or not required <= set(present)
+        or not set(present) <= _ROW_FIELDS
+    ):
         raise ModelFileError(f"train_rows lists {present!r}.")
-    for field in present:
-        expected[f"train_rows.{field}"] = rows[field]
-    hidden = net.hidden_channels
-    for layer in range(net.num_layers):
-        width = hidden + (net.target_channels if layer == net.num_layers - 1 else 0)
-        expected[f"source_states.layers.{layer}"] = (n, width)
-    expected["source_states.pooled"] = (hidden,)
-    expected["source_states.embedding"] = (n, hidden)
-    expected["train_positions"] = (n,)
+    expected.update(FittedNetwork.expected_shapes({**network, "net": spec}))
     return expected
 
 
@@ -1137,19 +1089,16 @@ _GRAPH_PARAMS = {
 }
 
 
-def _check_trainer_config(config: dict, graph: dict, model) -> None:
+def _check_trainer_config(config: dict, graph: dict, model, n_outputs: int) -> None:
     """The trainer's settings are the estimator's parameters, as ``fit`` passes
     them (so they passed its validation): a file cannot change the threshold
     or slip a string into a number."""
     params = model.get_params(deep=False)
     pairs = [(f"trainer.{k}", v, k) for k, v in config.items()]
     pairs += [(f"graph.{k}", v, _GRAPH_PARAMS.get(k)) for k, v in graph.items()]
-    defaults = {
-        f.name: f.default for f in dataclasses.fields(Trainer) if f.name in config
-    }
     for what, value, param in pairs:
         if what == "trainer.n_outputs":
-            ok = type(value) is int and value == model._n_outputs
+            ok = type(value) is int and value == n_outputs
         elif what == "trainer.precision":
             ok = value in ("fp32", "bf16", "fp16") and (
                 model.precision in ("auto", value)
@@ -1159,9 +1108,8 @@ def _check_trainer_config(config: dict, graph: dict, model) -> None:
         elif param in params:
             expected = params[param]
             ok = value == expected and (type(value) is bool) == (type(expected) is bool)
-        else:  # a setting without a parameter: its default's type
-            default = defaults.get(what.removeprefix("trainer."))
-            ok = isinstance(default, _SCALARS) and type(value) is type(default)
+        else:  # every recorded setting comes from a parameter
+            ok = False
         if not ok:
             raise ModelFileError(
                 f"The saved {what}={value!r} is not what fit makes of the "
@@ -1169,7 +1117,8 @@ def _check_trainer_config(config: dict, graph: dict, model) -> None:
             )
 
 
-def _make_net(spec: dict) -> GraphGLMNet:
+def _checked_net_spec(spec) -> dict:
+    """The network's configuration, its types checked (``build_net``'s input)."""
     if not isinstance(spec, dict):
         raise ModelFileError("network.net must be a JSON object.")
     if spec.get("conv") not in CONVS:
@@ -1177,76 +1126,46 @@ def _make_net(spec: dict) -> GraphGLMNet:
             f"Unknown conv {spec.get('conv')!r}; expected one of {', '.join(CONVS)}."
         )
     ints = ("in_channels", "out_channels", "hidden_channels", "heads", "num_layers")
-    kwargs = {k: _int(spec[k], k) for k in (*ints, "target_channels")}
-    in_channels, out_channels = kwargs.pop("in_channels"), kwargs.pop("out_channels")
+    out = {k: _int(spec[k], k) for k in (*ints, "target_channels")}
+    out["dropout"] = _number(spec["dropout"], "dropout")
+    out["conv"] = spec["conv"]
     if "message_passing" in spec:
-        allowed = getattr(modules, "MESSAGE_PASSING", ())
-        if spec["message_passing"] not in allowed:
+        if spec["message_passing"] not in MESSAGE_PASSING:
             raise ModelFileError(
                 f"Unknown message_passing {spec['message_passing']!r}; expected "
-                f"one of {', '.join(allowed)}."
+                f"one of {', '.join(MESSAGE_PASSING)}."
             )
-        kwargs["message_passing"] = spec["message_passing"]
-    # Building the net draws initial weights: keep the caller's torch RNG intact.
-    with torch.random.fork_rng(devices=[]):
-        return GraphGLMNet(
-            in_channels,
-            out_channels,
-            dropout=_number(spec["dropout"], "dropout"),
-            conv=spec["conv"],
-            **kwargs,
-        )
+        out["message_passing"] = spec["message_passing"]
+    return out
 
 
-def _restore_network(model, network: dict, tensors, device: torch.device) -> None:
-    net = _make_net(network["net"])
-    state = {
-        key[len("network.") :]: value
-        for key, value in tensors.items()
-        if key.startswith("network.")
-    }
-    net.load_state_dict(state, strict=True)
-    net = net.to(device).eval()
+def _restore_network(
+    model, network: dict, tensors, device: torch.device, n_outputs: int, n_rows: int
+) -> FittedNetwork:
+    """The fitted network of a file whose tensors fit ``network`` (checked)."""
     trainer_config = dict(network["trainer"])
-    fields = {f.name for f in dataclasses.fields(Trainer)} - _TRAINER_SKIP
-    unknown = set(trainer_config) - fields - {"graph"}
+    unknown = set(trainer_config) - _TRAINER_KEYS - {"graph"}
     if unknown or not all(
         isinstance(trainer_config[k], _SCALARS) for k in set(trainer_config) - {"graph"}
     ):
         raise ModelFileError(f"Bad trainer configuration: {sorted(trainer_config)}.")
-    graph = trainer_config.pop("graph")
+    graph = trainer_config["graph"]
     graph_fields = {f.name for f in dataclasses.fields(GraphConfig)}
     if not isinstance(graph, dict) or set(graph) != graph_fields:
         raise ModelFileError(f"Bad graph configuration: {graph!r}.")
-    _check_trainer_config(trainer_config, graph, model)
-    trainer = Trainer(
-        net=net,
-        family=model.family_,
-        graph=GraphConfig(**graph),
-        callbacks=[],
-        history=model.history_,
-        neighbor_cache=None,
-        **trainer_config,
+    _check_trainer_config(
+        {k: v for k, v in trainer_config.items() if k != "graph"},
+        graph,
+        model,
+        n_outputs,
     )
-    trainer.selector = None
-    on_device = lambda key: tensors[key].to(device)  # noqa: E731
-    rows = {field: on_device(f"train_rows.{field}") for field in network["train_rows"]}
-    n_layers = net.num_layers
-    positions = tensors["train_positions"].numpy().astype(np.int64)
-    if model._train_index is None or (
-        len(positions)
-        and not 0 <= positions.min() <= positions.max() < len(model._train_index)
+    positions = tensors["train_positions"]
+    if positions.numel() and not (
+        0 <= int(positions.min()) <= int(positions.max()) < n_rows
     ):
         raise ModelFileError("train_positions do not index the training rows.")
-    model.network_ = net
-    model._trainer = trainer
-    model._train_rows = RowData(**rows)
-    model._source_states = SourceStates(
-        layers=[on_device(f"source_states.layers.{i}") for i in range(n_layers)],
-        pooled=on_device("source_states.pooled"),
-        embedding=on_device("source_states.embedding"),
-    )
-    model._train_positions = positions
+    config = {**network, "net": _checked_net_spec(network["net"])}
+    return FittedNetwork.from_state(config, tensors, device)
 
 
 def _labels_from_json(spec, tensors, what: str) -> np.ndarray:

@@ -24,7 +24,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from .families import Family
-from .graph import CosineNeighbors, NeighborCache, NeighborGraph, cosine_topk
+from .graph import NeighborCache, NeighborGraph, cosine_topk
 from .modules import GraphGLMNet, SourceStates
 
 #: Autocast dtypes of the reduced precisions.
@@ -107,6 +107,38 @@ def linear_predictor(
     eta = rows.eta_global + delta[:, :, 0]
     eta = eta + torch.einsum("nkp,np->nk", delta[:, :, 1:], rows.design)
     return (eta[:, 0] if n_outputs == 1 else eta), delta
+
+
+def autocast(precision: str, device_type: str):
+    """Autocast at ``precision`` ("fp32": off) on ``device_type``."""
+    dtype = AMP_DTYPES.get(precision)
+    return torch.autocast(device_type, dtype=dtype, enabled=dtype is not None)
+
+
+@torch.no_grad()
+def query_forward(
+    net: GraphGLMNet,
+    context: Tensor,
+    states: SourceStates,
+    adjacency,
+    *,
+    precision: str,
+    z: Tensor | None = None,
+    return_attention: bool = False,
+):
+    """Coefficient deviations (float32) of rows whose neighbours among the
+    training rows (``states``) are ``adjacency``; ``z`` their embedding when
+    the caller has it."""
+    net.eval()
+    device_type = context.device.type
+    if z is None:
+        with autocast(precision, device_type):
+            z = net.encode(context)
+    with autocast(precision, device_type):
+        out = net.forward_query(
+            context, states, adjacency, z=z, return_attention=return_attention
+        )
+    return (out[0].float(), out[1]) if return_attention else out.float()
 
 
 def weighted_mean(values: Tensor, weight: Tensor) -> Tensor:
@@ -244,6 +276,21 @@ class Trainer:
     #: (hence the kept snapshot and prediction) uses; 0: the raw weights.
     ema_decay: float = 0.0
 
+    #: The scalar settings that :meth:`settings` records.
+    SETTINGS = (
+        "learning_rate",
+        "weight_decay",
+        "local_penalty",
+        "max_epochs",
+        "batch_size",
+        "verbose",
+        "ema_decay",
+    )
+
+    def settings(self) -> dict:
+        """The scalar training settings (a record kept with the fitted network)."""
+        return {name: getattr(self, name) for name in self.SETTINGS}
+
     # ------------------------------------------------------------------ graph
     def graph_vectors(self, context: Tensor, z: Tensor | None = None) -> Tensor:
         if self.graph.space == "input":
@@ -261,11 +308,6 @@ class Trainer:
                 n_neighbors=self.graph.n_neighbors,
                 threshold=self.graph.threshold,
             )
-        if cache is None and base is not None:
-            # Prediction: the training rows are fixed, so their search index
-            # (an HNSW index for the faiss backend) is built once and kept.
-            graph = self._base_index(base).kneighbors(queries, self.graph.n_neighbors)
-            return graph.narrowed(threshold=self.graph.threshold)
         return cosine_topk(
             queries,
             base,
@@ -275,18 +317,6 @@ class Trainer:
             dtype=queries.dtype,
             backend=self.graph.backend,
         )
-
-    def _base_index(self, base: Tensor) -> CosineNeighbors:
-        cached = getattr(self, "_index_cache", None)
-        if cached is None or cached[0] is not base:
-            index = CosineNeighbors(
-                self.graph.n_neighbors,
-                device=base.device,
-                dtype=base.dtype,
-                backend=self.graph.backend,
-            ).fit(base)
-            self._index_cache = (base, index)
-        return self._index_cache[1]
 
     def training_graph(
         self, train: RowData, vectors: Tensor | None = None
@@ -326,40 +356,12 @@ class Trainer:
         return states
 
     @torch.no_grad()
-    def query_delta(
-        self,
-        context: Tensor,
-        train: RowData,
-        states: SourceStates,
-        return_graph: bool = False,
-        return_attention: bool = False,
-        adjacency=None,
-    ):
-        """Coefficient deviations of new rows, each linked to training rows only.
-
-        ``adjacency`` may pass the rows' prepared neighbour lists (validation
-        rows between two graph refreshes); otherwise they are searched here.
-        """
-        self.net.eval()
-        with self._autocast():
-            z = self.net.encode(context)
-        graph = None
-        if adjacency is None:
-            base = self.graph_vectors(train.context, states.embedding)
-            graph = self.build_graph(self.graph_vectors(context, z).float(), base)
-            adjacency = self.net.adjacency(graph, n_src=train.context.shape[0])
-        with self._autocast():
-            out = self.net.forward_query(
-                context,
-                states,
-                adjacency,
-                z=z,
-                return_attention=return_attention,
-            )
-        out = (out[0].float(), out[1]) if return_attention else out.float()
-        if return_graph:
-            return out, graph
-        return out
+    def query_delta(self, context: Tensor, states: SourceStates, adjacency) -> Tensor:
+        """Coefficient deviations of rows linked to training rows by ``adjacency``
+        (the validation rows' prepared neighbour lists of the last refresh)."""
+        return query_forward(
+            self.net, context, states, adjacency, precision=self.precision
+        )
 
     # ---------------------------------------------------------------- fitting
     def _loss(self, delta: Tensor, rows: RowData) -> tuple[Tensor, Tensor]:
@@ -370,9 +372,7 @@ class Trainer:
 
     def _autocast(self):
         """Autocast of the network's forward at ``precision`` (off for fp32)."""
-        dtype = AMP_DTYPES.get(self.precision)
-        device_type = self.net.head[-1].weight.device.type
-        return torch.autocast(device_type, dtype=dtype, enabled=dtype is not None)
+        return autocast(self.precision, self.net.head[-1].weight.device.type)
 
     def _forward(self, context: Tensor, targets, adjacency):
         with self._autocast():
@@ -603,9 +603,7 @@ class Trainer:
 
     @torch.no_grad()
     def _validate(self, train, val, selector, graph, logs, states) -> None:
-        delta = self.query_delta(
-            val.context, train, states, adjacency=self._val_adjacency
-        )
+        delta = self.query_delta(val.context, states, self._val_adjacency)
         unit = self._unit_deviance(delta, val)
         epoch = logs["epoch"]
         logs["val_deviance"] = selector.update(

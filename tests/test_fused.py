@@ -174,7 +174,7 @@ def test_reduced_precision_on_cpu_is_finite_and_close(poisson_data, precision):
     _, _, X_test, y_test = poisson_data
     pred = reduced.predict(X_test)
     assert np.all(np.isfinite(pred))
-    assert reduced._trainer.precision in {precision, "fp32"}
+    assert reduced._fitted.precision in {precision, "fp32"}
     assert reduced.score(X_test, y_test) == pytest.approx(
         full.score(X_test, y_test), abs=0.03
     )
@@ -182,7 +182,8 @@ def test_reduced_precision_on_cpu_is_finite_and_close(poisson_data, precision):
 
 def test_non_finite_bf16_loss_falls_back_to_fp32(poisson_data):
     model = _fit(poisson_data, precision="bf16")
-    trainer = model._trainer
+    rows = model._fitted.rows
+    trainer = model._make_trainer(rows.design.shape[1], rows)
     trainer.precision = "bf16"
     trainer._scaler = torch.amp.GradScaler("cpu", enabled=False)
     optimizer = torch.optim.SGD(trainer.net.parameters(), lr=0.1)
