@@ -33,7 +33,7 @@ from ._validation import (
     resolve_device,
     resolve_precision,
 )
-from .families import Family, get_family
+from .families import Family, NegativeBinomialFamily, get_family
 from .modules import MESSAGE_PASSING, GraphGLMNet
 from .preprocessing import TabularPreprocessor
 from .training import EarlyStopping, GraphConfig, RowData, Trainer, linear_predictor
@@ -255,7 +255,7 @@ class _BaseGraphGLM(BaseEstimator):
             alpha=self.alpha,
             penalty_weights=scale**-2.0,  # alpha penalises the user's units
         )
-        if family.name == "negative_binomial" and self._theta_by_ml():
+        if isinstance(family, NegativeBinomialFamily) and self._theta_by_ml():
             glm, family = fit_negative_binomial(design, y_model, **glm_kwargs)
             self.family_ = family
         else:
@@ -282,6 +282,12 @@ class _BaseGraphGLM(BaseEstimator):
         self._train_index = self._row_labels(X)
         self.offset_used_ = offset is not None  # predict warns when it is missing
         return self
+
+    @property
+    def _n_outputs(self) -> int:
+        """Linear predictors per row: the family's, for the fitted classes."""
+        classes = getattr(self, "classes_", None)
+        return self.family_.n_outputs(None if classes is None else len(classes))
 
     def _theta_by_ml(self) -> bool:
         """Whether the negative binomial theta is estimated (``theta=None``)."""
@@ -749,26 +755,16 @@ def outcome_features(
 ) -> np.ndarray:
     """What a training row's messages say about its outcome, standardised.
 
-    Two blocks: the target on the link scale (smoothed so that log(0) is
-    finite; one-hot classes for multinomial) and the Pearson residual under the
-    global GLM (y - mu for multinomial). Standardised with the training rows'
-    weighted moments.
+    Two blocks: the family's ``outcome_transform`` of the target (the log,
+    smoothed so that log(0) is finite, under the log link; one-hot classes for
+    multinomial) and its ``residual`` under the global GLM (Pearson; y - mu for
+    multinomial). Standardised with the training rows' weighted moments.
     """
     y2 = y.reshape(len(y), -1).astype(np.float64)
     eta = torch.as_tensor(eta_global if y2.shape[1] > 1 else eta_global[:, 0])
     mu = family.inverse_link(eta).numpy().reshape(len(y), -1)
-    if family.link_name == "log":
-        mean_y = np.average(y2[train_pos, 0], weights=sample_weight[train_pos])
-        shift = 0.1 * max(mean_y, 1e-8)
-        transformed = np.log(y2 + shift)
-    else:
-        transformed = y2
-    if family.link_name == "softmax":
-        residual = y2 - mu
-    else:
-        variance = family.unit_variance(torch.as_tensor(mu)).numpy()
-        residual = np.clip((y2 - mu) / np.sqrt(np.maximum(variance, 1e-12)), -10, 10)
-    features = np.concatenate([transformed, residual], axis=1)
+    transformed = family.outcome_transform(y2, train_pos, sample_weight)
+    features = np.concatenate([transformed, family.residual(y2, mu)], axis=1)
     weights = sample_weight[train_pos]
     mean = np.average(features[train_pos], axis=0, weights=weights)
     std = np.sqrt(
@@ -1034,17 +1030,11 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
             verbose=verbose,
         )
 
-    _n_outputs = 1
-
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         try:
             family = get_family(self.family, power=self.power, theta=self.theta)
-            tags.target_tags.positive_only = family.name in (
-                "poisson",
-                "gamma",
-                "negative_binomial",
-            ) or (family.name == "tweedie" and family.power > 0)
+            tags.target_tags.positive_only = family.positive_only
         except (ValueError, TypeError):
             pass
         return tags
@@ -1055,9 +1045,9 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
 
     def _make_family(self, y_model: np.ndarray) -> Family:
         family = get_family(self.family, power=self.power, theta=self.theta)
-        if family.name == "multinomial":
+        if family.multi_output:
             raise ValueError(
-                "The 'multinomial' family is for classification; use "
+                f"The {family.name!r} family is for classification; use "
                 "GraphGLMClassifier."
             )
         return family
@@ -1065,7 +1055,7 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
     @property
     def theta_(self) -> float:
         family = self.__dict__.get("family_")
-        if getattr(family, "name", None) != "negative_binomial":
+        if not isinstance(family, NegativeBinomialFamily):
             raise AttributeError(
                 "theta_ is defined after fitting family='negative_binomial'."
             )
@@ -1187,10 +1177,6 @@ class GraphGLMClassifier(ClassifierMixin, _BaseGraphGLM):
             return codes.astype(np.float64)
         return np.eye(len(self.classes_))[codes]
 
-    @property
-    def _n_outputs(self) -> int:
-        return 1 if len(self.classes_) == 2 else len(self.classes_)
-
     def _make_family(self, y_model: np.ndarray) -> Family:
         return get_family("binomial" if y_model.ndim == 1 else "multinomial")
 
@@ -1227,10 +1213,7 @@ class GraphGLMClassifier(ClassifierMixin, _BaseGraphGLM):
     def predict_proba(self, X, offset=None) -> np.ndarray:
         """Class probabilities, shape (n_samples, n_classes)."""
         eta = torch.as_tensor(self._linear_predictor(X, offset))
-        if len(self.classes_) == 2:
-            p = torch.sigmoid(eta[:, 0]).numpy()
-            return np.column_stack([1.0 - p, p])
-        return torch.softmax(eta, dim=1).numpy()
+        return self.family_.predict_proba(eta).numpy()
 
     def predict(self, X, offset=None) -> np.ndarray:
         """Most probable class label per row."""
@@ -1244,11 +1227,7 @@ class GraphGLMClassifier(ClassifierMixin, _BaseGraphGLM):
         finite where ``predict_proba`` rounds to 0.
         """
         eta = torch.as_tensor(self._linear_predictor(X, offset))
-        if len(self.classes_) == 2:
-            log_p = torch.nn.functional.logsigmoid(eta[:, 0])
-            log_q = torch.nn.functional.logsigmoid(-eta[:, 0])
-            return torch.stack([log_q, log_p], dim=1).numpy()
-        return torch.log_softmax(eta, dim=1).numpy()
+        return self.family_.predict_log_proba(eta).numpy()
 
     def decision_function(self, X, offset=None) -> np.ndarray:
         """Confidence scores on the link scale, as ``LogisticRegression``'s.

@@ -961,7 +961,7 @@ def _expected_shapes(
     p = len(fitted["feature_names_out_"])
     coef = tensors.get("global_glm.coef")
     n_outputs = 1 if coef is None or coef.ndim != 2 else int(coef.shape[0])
-    if (family.name == "multinomial") != (n_outputs > 1):
+    if family.multi_output != (n_outputs > 1):
         raise ModelFileError(
             f"The {family.name} family does not fit {n_outputs} linear predictors."
         )

@@ -718,7 +718,16 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
         return best.score(X, y, sample_weight=sample_weight, offset=offset)
 
 
-CLASSIFICATION_FAMILIES = ("binomial", "multinomial", "classification")
+def _is_classification(family) -> bool:
+    """Whether ``auto_fit``'s ``family`` asks for :class:`GraphGLMClassifier`."""
+    if not isinstance(family, str):  # a Family object: the regressor's
+        return False
+    if family == "classification":
+        return True
+    try:
+        return get_family(family).is_classification
+    except (TypeError, ValueError):  # the regressor's fit says what is wrong
+        return False
 
 
 def auto_fit(
@@ -769,7 +778,7 @@ def auto_fit(
     -------
     GraphGLMRegressor, GraphGLMClassifier or GraphGLMSearchCV
     """
-    if family in CLASSIFICATION_FAMILIES:
+    if _is_classification(family):
         estimator = GraphGLMClassifier(**params)
     else:
         estimator = GraphGLMRegressor(family=family, **params)
