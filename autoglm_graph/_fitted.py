@@ -26,34 +26,20 @@ import torch
 from torch import Tensor
 
 from .graph import CosineNeighbors, NeighborGraph
-from .modules import GraphGLMNet, SourceStates
+from .modules import GraphGLMNet, NetConfig, SourceStates
 from .training import GraphConfig, RowData, autocast, query_forward
 
 __all__ = [
-    "NET_CONFIG_KEYS",
     "FittedNetwork",
     "build_net",
     "fitted_tensor",
     "net_config",
 ]
 
-#: The constructor arguments of GraphGLMNet that a fitted network records.
-NET_CONFIG_KEYS = (
-    "in_channels",
-    "out_channels",
-    "hidden_channels",
-    "heads",
-    "num_layers",
-    "target_channels",
-    "dropout",
-    "conv",
-    "message_passing",
-)
-
 
 def net_config(net: GraphGLMNet) -> dict:
     """The arguments that rebuild ``net`` (its weights aside)."""
-    return {key: getattr(net, key) for key in NET_CONFIG_KEYS}
+    return dataclasses.asdict(NetConfig.of(net))
 
 
 def build_net(spec: dict) -> GraphGLMNet:
@@ -61,10 +47,8 @@ def build_net(spec: dict) -> GraphGLMNet:
 
     Building draws initial weights: the caller's torch RNG is left intact.
     """
-    kwargs = dict(spec)
-    in_channels, out_channels = kwargs.pop("in_channels"), kwargs.pop("out_channels")
     with torch.random.fork_rng(devices=[]):
-        return GraphGLMNet(in_channels, out_channels, **kwargs)
+        return NetConfig(**spec).build()
 
 
 def fitted_tensor(*shape: str | int, numpy: bool = False) -> dict:

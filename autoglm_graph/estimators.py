@@ -34,7 +34,7 @@ from ._validation import (
     resolve_precision,
 )
 from .families import Family, NegativeBinomialFamily, get_family
-from .modules import MESSAGE_PASSING, GraphGLMNet
+from .modules import MESSAGE_PASSING, NetConfig
 from .preprocessing import TabularPreprocessor
 from .training import EarlyStopping, GraphConfig, RowData, Trainer, linear_predictor
 
@@ -234,7 +234,12 @@ class _BaseGraphGLM(BaseEstimator):
 
     # --------------------------------------------------------------- fitting
     @with_thread_limit
-    def _fit(self, X, y, sample_weight=None, offset=None, groups=None):
+    def _fit(
+        self, X, y, sample_weight=None, offset=None, groups=None, neighbor_cache=None
+    ):
+        """``fit``; ``neighbor_cache`` (a :class:`~autoglm_graph.graph.NeighborCache`)
+        shares input-space neighbour searches between fits on the same rows
+        (:class:`~autoglm_graph.GraphGLMSearchCV` passes one to its trials)."""
         self._validate_params()
         self.device_ = resolve_device(self.device)
         X, y, sample_weight, offset = self._validate_inputs(X, y, sample_weight, offset)
@@ -271,7 +276,7 @@ class _BaseGraphGLM(BaseEstimator):
         reason = self._global_only_reason(X.shape[0])
         if reason is None:
             reason = self._fit_network(
-                design, y_model, sample_weight, offset, glm, groups
+                design, y_model, sample_weight, offset, glm, groups, neighbor_cache
             )
         self.is_global_only_ = reason is not None
         self.global_only_reason_ = reason
@@ -330,7 +335,7 @@ class _BaseGraphGLM(BaseEstimator):
         return None
 
     def _fit_network(
-        self, design, y_model, sample_weight, offset, glm, groups=None
+        self, design, y_model, sample_weight, offset, glm, groups, neighbor_cache
     ) -> str | None:
         rng = check_random_state(self.random_state)
         seed = int(rng.randint(np.iinfo(np.int32).max))
@@ -345,34 +350,32 @@ class _BaseGraphGLM(BaseEstimator):
         if val_pos is not None and len(val_pos):
             val = rows.subset(torch.as_tensor(val_pos, device=self.device_))
         del rows  # the subsets are copies: free the full set before training
+        trainer = self._make_trainer(design.shape[1], train)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            trainer = self._make_trainer(design.shape[1], train)
-            best = trainer.fit(train, val)
-        self.history_ = trainer.history
-        if trainer.selector is not None:
-            self.validation_gain_ = trainer.selector.gain
-            self.validation_gain_se_ = trainer.selector.gain_se
-        self.n_iter_ = max(1, len([h for h in trainer.history if h["epoch"] > 0]))
-        if best is None:
+            result = trainer.fit(train, val, neighbor_cache=neighbor_cache)
+        self.history_ = result.history
+        if result.gain is not None:
+            self.validation_gain_ = result.gain
+            self.validation_gain_se_ = result.gain_se
+        self.n_iter_ = max(1, len([h for h in result.history if h["epoch"] > 0]))
+        if result.best is None:
             return (
                 "the network did not beat the global GLM's validation deviance by "
                 "more than one standard error"
             )
-        trainer.net.load_state_dict(best.state_dict)
-        trainer.net.eval()
-        self.best_epoch_ = best.epoch
+        self.best_epoch_ = result.best.epoch
         self._warn_if_still_improving()
         self._fitted = FittedNetwork(
-            net=trainer.net,
+            net=result.net,
             graph=trainer.graph,
             n_outputs=trainer.n_outputs,
-            precision=trainer.precision,
+            precision=result.precision,
             training=trainer.settings(),
             rows=train,
-            states=trainer.source_states(train, best.train_graph),
+            states=result.states,
             positions=train_pos,
-            index=getattr(trainer, "_index_cache", None),
+            index=result.index,
         )
         self.network_ = self._fitted.net
         return None
@@ -398,7 +401,7 @@ class _BaseGraphGLM(BaseEstimator):
 
     def _make_trainer(self, n_features: int, train: RowData) -> Trainer:
         target_channels = 0 if train.targets is None else train.targets.shape[1]
-        net = GraphGLMNet(
+        net = NetConfig(
             n_features,
             (n_features + 1) * self._n_outputs,
             hidden_channels=self.hidden_channels,
@@ -408,7 +411,7 @@ class _BaseGraphGLM(BaseEstimator):
             dropout=self.dropout,
             conv=self.conv,
             message_passing=self.message_passing,
-        ).to(self.device_)
+        )
         callbacks = list(self.callbacks or [])
         if self.early_stopping:
             callbacks.insert(0, EarlyStopping(self.n_iter_no_change, self.tol))
@@ -432,9 +435,6 @@ class _BaseGraphGLM(BaseEstimator):
             precision=resolve_precision(self.precision, self.device_),
             callbacks=callbacks,
             verbose=self.verbose,
-            # Set by GraphGLMSearchCV on its trials' clones: one input-space
-            # search shared by trials that differ only in k or threshold.
-            neighbor_cache=getattr(self, "_neighbor_cache", None),
         )
 
     def _row_data(self, design, y_model, sample_weight, offset, glm, train_pos):
@@ -716,7 +716,6 @@ class _BaseGraphGLM(BaseEstimator):
         # The fitted network pickles through its state() (tensors on the CPU);
         # network_ is its net, restored with it.
         state = self.__dict__.copy()
-        state.pop("_neighbor_cache", None)  # a search's scratch, not the model
         if state.get("_fitted") is not None:
             state["network_"] = None
         return state

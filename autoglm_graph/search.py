@@ -93,13 +93,18 @@ class _Data:
             pick(self.groups),
         )
 
-    def fit(self, est: _BaseGraphGLM) -> _BaseGraphGLM:
-        return est.fit(
+    def fit(self, est: _BaseGraphGLM, neighbor_cache=None) -> _BaseGraphGLM:
+        """``est.fit`` on these rows; with ``neighbor_cache`` shared (one
+        input-space search serves trials that differ only in k or threshold)."""
+        fit = est.fit if neighbor_cache is None else est._fit
+        kwargs = {} if neighbor_cache is None else {"neighbor_cache": neighbor_cache}
+        return fit(
             self.X,
             self.y,
             sample_weight=self.sample_weight,
             offset=self.offset,
             groups=self.groups,
+            **kwargs,
         )
 
 
@@ -500,11 +505,9 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
         callbacks = est.callbacks
         if trial is not None:
             est.set_params(callbacks=[*(callbacks or []), OptunaPruningCallback(trial)])
-        est._neighbor_cache = self.neighbor_cache_
         try:
-            return data.fit(est)
+            return data.fit(est, neighbor_cache=self.neighbor_cache_)
         finally:
-            del est._neighbor_cache
             est.set_params(callbacks=callbacks)
 
     def _objective(self, trial, space, data: _Data, folds) -> float:

@@ -10,7 +10,7 @@ from autoglm_graph.datasets import make_varying_coefficients
 from autoglm_graph.fused import FixedDegreeAdjacency, fixed_degree_gat
 from autoglm_graph.graph import NeighborGraph, cosine_topk
 from autoglm_graph.modules import GraphGLMNet
-from autoglm_graph.training import khop_subgraph
+from autoglm_graph.training import TrainingState, khop_subgraph
 
 
 def _graph(n_dst=60, n_src=80, k=6, seed=0) -> NeighborGraph:
@@ -183,7 +183,8 @@ def test_reduced_precision_on_cpu_is_finite_and_close(poisson_data, precision):
 def test_non_finite_bf16_loss_falls_back_to_fp32(poisson_data):
     model = _fit(poisson_data, precision="bf16")
     rows = model._fitted.rows
-    trainer = model._make_trainer(rows.design.shape[1], rows)
+    config = model._make_trainer(rows.design.shape[1], rows)
+    trainer = TrainingState(config, config.net.build())
     trainer.precision = "bf16"
     trainer._scaler = torch.amp.GradScaler("cpu", enabled=False)
     optimizer = torch.optim.SGD(trainer.net.parameters(), lr=0.1)
