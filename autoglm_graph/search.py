@@ -32,6 +32,7 @@ from sklearn.utils import _safe_indexing, check_random_state, get_tags
 from sklearn.utils.validation import check_is_fitted
 from tqdm.auto import tqdm
 
+from ._base import _BaseGraphGLM, _group_codes
 from ._optuna import (
     GRACE_PERIOD,
     HEARTBEAT_INTERVAL,
@@ -45,12 +46,7 @@ from ._optuna import (
     start_point,
     study_fingerprint,
 )
-from .estimators import (
-    GraphGLMClassifier,
-    GraphGLMRegressor,
-    _BaseGraphGLM,
-    _group_codes,
-)
+from .estimators import GraphGLMClassifier, GraphGLMRegressor
 from .families import get_family
 from .graph import NeighborCache
 
