@@ -273,6 +273,7 @@ class _BaseGraphGLM(BaseEstimator):
         self.global_glm_ = glm
         self._set_global_coefficients(glm)
         self._fitted = None
+        self._validation_positions = None
         self.network_ = None
         self.history_ = []
         self.n_iter_ = 0
@@ -343,6 +344,8 @@ class _BaseGraphGLM(BaseEstimator):
         rng = check_random_state(self.random_state)
         seed = int(rng.randint(np.iinfo(np.int32).max))
         train_pos, val_pos = self._split(y_model, design.shape[0], seed, groups)
+        # Read by GraphGLMSearchCV, which scores a trial on these rows.
+        self._validation_positions = val_pos
         if len(train_pos) < 2:
             return "too few training rows after the validation split"
         rows = self._row_data(design, y_model, sample_weight, offset, glm, train_pos)
@@ -713,6 +716,7 @@ class _BaseGraphGLM(BaseEstimator):
         self._set_global_coefficients(global_glm)
         self._train_index = train_index
         self._fitted = network
+        self._validation_positions = None  # not saved: only a search reads it
         self.network_ = None if network is None else network.net
 
     def __getstate__(self):

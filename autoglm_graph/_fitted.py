@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .graph import CosineNeighbors, NeighborGraph
+from .graph import CosineNeighbors, NeighborGraph, cosine_topk
 from .modules import GraphGLMNet, NetConfig, SourceStates
 from .training import GraphConfig, RowData, autocast, query_forward
 
@@ -161,8 +161,6 @@ class FittedNetwork:
     def training_graph(self) -> NeighborGraph:
         """The training rows' neighbours among themselves under the kept
         weights (self and the own group excluded), as training builds them."""
-        from .graph import cosine_topk
-
         vectors = self.base_vectors().float()
         graph = cosine_topk(
             vectors,

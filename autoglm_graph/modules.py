@@ -20,6 +20,17 @@ from torch_geometric.nn import GATConv, GATv2Conv
 from .fused import FixedDegreeAdjacency, fixed_degree_gat
 from .graph import NeighborGraph
 
+__all__ = [
+    "CHECKPOINT_MIN_ROWS",
+    "CONVS",
+    "MESSAGE_PASSING",
+    "EdgeListAdjacency",
+    "GraphGLMNet",
+    "NetConfig",
+    "SourceStates",
+    "edge_list",
+]
+
 CONVS = {"gat": GATConv, "gatv2": GATv2Conv}
 #: Message-passing implementations: the fixed-degree fast path exists for GAT.
 MESSAGE_PASSING = ("auto", "fused", "pyg")

@@ -32,7 +32,7 @@ from sklearn.utils import _safe_indexing, check_random_state, get_tags
 from sklearn.utils.validation import check_is_fitted
 from tqdm.auto import tqdm
 
-from ._base import _BaseGraphGLM, _group_codes
+from ._base import _BaseGraphGLM
 from ._optuna import (
     GRACE_PERIOD,
     HEARTBEAT_INTERVAL,
@@ -567,10 +567,7 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
 
     def _reference_validation_scores(self, est, data: _Data) -> tuple[float, float]:
         """Validation deviances under the family of ``estimator`` (its power)."""
-        n = data.y.shape[0]
-        seed = int(check_random_state(est.random_state).randint(np.iinfo(np.int32).max))
-        _, val = est._split(data.y, n, seed, _group_codes(data.groups, n))
-        rows = data.take(val)
+        rows = data.take(est._validation_positions)  # the rows early stopping used
         family = self._reference_family()
         model = self._deviance(family, est.predict(rows.X, offset=rows.offset), rows)
         design = est.preprocessor_.transform(rows.X)

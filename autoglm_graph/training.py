@@ -27,6 +27,26 @@ from .families import Family
 from .graph import NeighborCache, NeighborGraph, cosine_topk
 from .modules import GraphGLMNet, NetConfig, SourceStates
 
+__all__ = [
+    "AMP_DTYPES",
+    "PROGRESS_DELAY_S",
+    "SCREENING_EPOCHS",
+    "EarlyStopping",
+    "EpochSelector",
+    "FitResult",
+    "FittedGraphState",
+    "GraphConfig",
+    "RowData",
+    "Trainer",
+    "TrainingState",
+    "autocast",
+    "khop_subgraph",
+    "linear_predictor",
+    "progress_options",
+    "query_forward",
+    "weighted_mean",
+]
+
 #: Autocast dtypes of the reduced precisions.
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
