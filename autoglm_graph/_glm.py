@@ -251,12 +251,7 @@ def fit_global_glm(
     off = None if offset is None else np.asarray(offset, dtype=np.float64)
     pw = np.ones(n_features) if penalty_weights is None else np.asarray(penalty_weights)
     obj = _Objective(X, y, family, n_outputs, w, off, alpha, pw)
-    init_eta = np.ravel(family.initial_eta(np.asarray(y), sample_weight))
-    if off is not None and family.link_name == "log":
-        # With an offset (log exposure), the intercept starts at the log rate.
-        init_eta = init_eta - np.average(off, weights=w)
-    if family.link_name == "softmax":
-        init_eta = init_eta - init_eta.mean()
+    init_eta = family.start_eta(np.asarray(y), sample_weight, off)
     B = np.zeros((n_outputs, n_features + 1))
     B[:, -1] = init_eta
     if B.size <= NEWTON_MAX_PARAMS:
@@ -264,7 +259,7 @@ def fit_global_glm(
     else:
         B, n_iter, converged = _lbfgs(obj, B, 10 * max_iter, tol)
     coef, intercept = B[:, :-1].copy(), B[:, -1].copy()
-    if family.link_name == "softmax":
+    if n_outputs > 1:
         # Only differences between class intercepts are identified.
         intercept = intercept - intercept.mean()
     if not converged:
@@ -277,7 +272,7 @@ def fit_global_glm(
             ConvergenceWarning,
             stacklevel=_caller_stacklevel(),
         )
-    if alpha == 0 and family.link_name in ("logit", "softmax"):
+    if alpha == 0 and family.is_classification:
         _warn_if_separated(obj, B, w)
     return GlobalGLM(
         coef=coef, intercept=intercept, n_iter=int(n_iter), converged=converged

@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
 PROG = "autoglm-graph"
-CLASSIFICATION = ("binomial", "multinomial")
 # Errors a user can fix: reported in one line, without a traceback.
 USER_ERRORS = (ValueError, FileNotFoundError, KeyError, ImportError, TypeError)
 _READERS = {".csv": "csv", ".tsv": "tsv", ".parquet": "parquet", ".pq": "parquet"}
@@ -193,6 +192,12 @@ def _family(name: str) -> str:
     return get_family(name).name  # ValueError listing the families if unknown
 
 
+def _is_classification(name: str) -> bool:
+    from .families import get_family
+
+    return get_family(name).is_classification
+
+
 def _parse_params(items: Sequence[str]) -> dict:
     params = {}
     for item in items:
@@ -220,7 +225,7 @@ def _make_estimator(args: argparse.Namespace, y: pd.Series):
     common = {"random_state": args.random_state, "verbose": args.verbose}
     if args.max_epochs is not None:
         common["max_epochs"] = args.max_epochs
-    if family in CLASSIFICATION:
+    if _is_classification(family):
         from sklearn.utils.multiclass import type_of_target
 
         if type_of_target(y.dropna()) == "continuous":
@@ -241,7 +246,7 @@ def _make_estimator(args: argparse.Namespace, y: pd.Series):
 
 
 def _target(y: pd.Series, family: str) -> np.ndarray:
-    if family in CLASSIFICATION:
+    if _is_classification(family):
         if y.isna().any():
             raise ValueError(f"The target column {y.name!r} has missing values.")
         return y.to_numpy(copy=True)

@@ -27,10 +27,6 @@ from ._validation import check_offset
 
 __all__ = ["coef_table", "local_coef_summary"]
 
-#: Families whose dispersion is estimated by Pearson chi2 / (n - rank), as in
-#: statsmodels; the others (poisson, binomial, multinomial, negative binomial
-#: with its fixed theta) have dispersion 1.
-ESTIMATED_DISPERSION = ("gaussian", "gamma", "tweedie")
 COV_TYPES = ("fisher", "sandwich")
 WEIGHT_TYPES = ("variance", "frequency")
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
@@ -136,7 +132,7 @@ def coef_table(
     X1 = np.column_stack([np.ones(n), design])  # intercept first
     params = np.concatenate([glm.intercept[:, None], glm.coef], axis=1)  # [K, p+1]
     eta = X1 @ params.T + (0.0 if offset is None else offset[:, None])
-    if family.link_name == "softmax":
+    if family.multi_output:
         score_eta, info_eta = _multinomial_parts(y_model, eta)
     else:
         observed = cov_type == "sandwich"
@@ -158,7 +154,7 @@ def coef_table(
     _check_stationary(scores.sum(axis=0) - penalty * params.ravel(), w.sum())
     bread = linalg.pinvh(hessian)
     dispersion = 1.0
-    if family.name in ESTIMATED_DISPERSION:
+    if family.estimated_dispersion:
         mu = family.inverse_link(torch.as_tensor(eta[:, 0])).numpy()
         variance = family.unit_variance(torch.as_tensor(mu)).numpy()
         pearson = np.sum(w * (y_model - mu) ** 2 / variance)

@@ -191,10 +191,72 @@ class Family:
         """Variance of ``y`` as a function of its mean, up to the dispersion."""
         raise NotImplementedError
 
+    # ---------------------------------------------------------------- facts
+    #: Whether the family models class labels (GraphGLMClassifier's families;
+    #: a fit on them can separate the classes).
+    is_classification: bool = False
+    #: Whether ``eta`` has one column per class (``n_outputs(n_classes)``).
+    multi_output: bool = False
+    #: Whether the coefficient table estimates the dispersion (Pearson chi2 /
+    #: (n - rank), as statsmodels does); else it is 1 (poisson, binomial,
+    #: multinomial, negative binomial with its theta).
+    estimated_dispersion: bool = False
+
+    @property
+    def positive_only(self) -> bool:
+        """Whether valid ``y`` are non-negative and unbounded above (counts,
+        amounts): scikit-learn's ``positive_only`` target tag."""
+        return self._y_low >= 0 and self._y_high == math.inf
+
+    def predict_proba(self, eta: Tensor) -> Tensor:
+        """Class probabilities ``[n, n_classes]`` from ``eta`` ``[n, n_outputs]``."""
+        raise TypeError(f"{self._label()} does not model classes.")
+
+    def predict_log_proba(self, eta: Tensor) -> Tensor:
+        """Log of :meth:`predict_proba`, computed on the link scale (finite
+        where the probabilities round to 0)."""
+        raise TypeError(f"{self._label()} does not model classes.")
+
+    # ------------------------------------------------------ outcome features
+    def outcome_transform(
+        self, y: np.ndarray, train: np.ndarray, sample_weight: np.ndarray
+    ) -> np.ndarray:
+        """``y`` ``[n, n_outputs]`` on a scale where neighbours' outcomes
+        compare: the log (shifted by a tenth of the training rows' weighted
+        mean, so that log(0) is finite) for the log link, else ``y``."""
+        if self.link_name != "log":
+            return y
+        mean_y = np.average(y[train, 0], weights=sample_weight[train])
+        return np.log(y + 0.1 * max(mean_y, 1e-8))
+
+    def residual(self, y: np.ndarray, mu: np.ndarray) -> np.ndarray:
+        """Pearson residual of ``y`` at mean ``mu`` (both ``[n, n_outputs]``),
+        clipped to [-10, 10]."""
+        variance = self.unit_variance(torch.as_tensor(mu)).numpy()
+        return np.clip((y - mu) / np.sqrt(np.maximum(variance, 1e-12)), -10, 10)
+
     # ------------------------------------------------------- starting values
     def n_outputs(self, n_classes: int | None = None) -> int:
         """Number of columns of ``eta``: 1, or ``n_classes`` for multinomial."""
         return 1
+
+    def start_eta(
+        self,
+        y: np.ndarray,
+        sample_weight: np.ndarray | None = None,
+        offset: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """The global GLM's starting intercepts, shape (n_outputs,).
+
+        :meth:`initial_eta`; with an ``offset`` under the log link (log
+        exposure) the log rate, its weighted mean subtracted.
+        """
+        eta = np.ravel(self.initial_eta(np.asarray(y), sample_weight))
+        if offset is not None and self.link_name == "log":
+            n = np.shape(offset)[0]
+            w = np.ones(n) if sample_weight is None else np.asarray(sample_weight)
+            eta = eta - np.average(offset, weights=w)
+        return eta
 
     def _clip_mean(self, mean: np.ndarray) -> np.ndarray:
         if self.link_name == "log":
@@ -232,6 +294,7 @@ class GaussianFamily(Family):
     """Normal distribution with identity link; deviance ``(y - mu)**2``."""
 
     name = "gaussian"
+    estimated_dispersion = True
 
     def unit_deviance(self, y: Tensor, eta: Tensor) -> Tensor:
         return (_flat(y) - _flat(eta)) ** 2
@@ -253,6 +316,16 @@ class BinomialFamily(Family):
     link_name = "logit"
     y_range_text = "0 <= y <= 1"
     _y_low, _y_high = 0.0, 1.0
+    is_classification = True
+
+    def predict_proba(self, eta: Tensor) -> Tensor:
+        p = torch.sigmoid(eta[:, 0])
+        return torch.stack([1.0 - p, p], dim=1)
+
+    def predict_log_proba(self, eta: Tensor) -> Tensor:
+        log_p = torch.nn.functional.logsigmoid(eta[:, 0])
+        log_q = torch.nn.functional.logsigmoid(-eta[:, 0])
+        return torch.stack([log_q, log_p], dim=1)
 
     def unit_deviance(self, y: Tensor, eta: Tensor) -> Tensor:
         y, eta = _flat(y), _flat(eta)
@@ -274,6 +347,8 @@ class MultinomialFamily(Family):
 
     name = "multinomial"
     link_name = "softmax"
+    is_classification = True
+    multi_output = True
     y_range_text = (
         "y of shape (n_samples, n_classes) with values in [0, 1] and rows summing to 1"
     )
@@ -309,6 +384,20 @@ class MultinomialFamily(Family):
 
     def unit_variance(self, mu: Tensor) -> Tensor:
         return mu * (1 - mu)
+
+    def predict_proba(self, eta: Tensor) -> Tensor:
+        return torch.softmax(eta, dim=1)
+
+    def predict_log_proba(self, eta: Tensor) -> Tensor:
+        return torch.log_softmax(eta, dim=1)
+
+    def residual(self, y: np.ndarray, mu: np.ndarray) -> np.ndarray:
+        """``y - mu`` per class (the classes' variances are not a diagonal)."""
+        return y - mu
+
+    def start_eta(self, y, sample_weight=None, offset=None) -> np.ndarray:
+        eta = super().start_eta(y, sample_weight, offset)
+        return eta - eta.mean()  # only differences between classes count
 
     def n_outputs(self, n_classes: int | None = None) -> int:
         if n_classes is None or n_classes < 2:
@@ -353,6 +442,7 @@ class GammaFamily(Family):
 
     name = "gamma"
     link_name = "log"
+    estimated_dispersion = True
     y_range_text = "y > 0"
     _y_low, _y_low_inclusive = 0.0, False
 
@@ -384,6 +474,7 @@ class TweedieFamily(Family):
     """
 
     name = "tweedie"
+    estimated_dispersion = True
 
     def __init__(self, power: float = 1.5) -> None:
         if not (power == 0 or (power >= 1 and math.isfinite(power))):

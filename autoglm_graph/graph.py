@@ -34,6 +34,8 @@ import torch
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from ._validation import check_number
+
 __all__ = [
     "CosineNeighbors",
     "NeighborCache",
@@ -573,24 +575,14 @@ class CosineNeighbors(BaseEstimator):
 def _check_search_params(
     n_neighbors: object, threshold: object, chunk_size: object
 ) -> None:
-    """Raise ``ValueError`` for an invalid search parameter."""
-    if not _is_int(n_neighbors) or n_neighbors < 1:
-        raise ValueError(
-            f"The 'n_neighbors' parameter must be an int >= 1; got {n_neighbors!r}."
-        )
-    if threshold is not None and not (
-        isinstance(threshold, (int, float, np.floating, np.integer))
-        and not isinstance(threshold, bool)
-        and not math.isnan(threshold)
-    ):
-        raise ValueError(
-            f"The 'threshold' parameter must be None or a number; got {threshold!r}."
-        )
-    if chunk_size is not None and (not _is_int(chunk_size) or chunk_size < 1):
-        raise ValueError(
-            "The 'chunk_size' parameter must be None or an int >= 1; "
-            f"got {chunk_size!r}."
-        )
+    """Raise ``ValueError`` for an invalid search parameter.
+
+    Any threshold is a valid search (below -1 nothing is masked, above 1
+    everything); the estimators narrow theirs to [-1, 1].
+    """
+    check_number("n_neighbors", n_neighbors, integer=True, low=1)
+    check_number("threshold", threshold, allow_none=True, allow_inf=True)
+    check_number("chunk_size", chunk_size, integer=True, low=1, allow_none=True)
 
 
 def _is_int(value: object) -> bool:
@@ -744,10 +736,8 @@ def _search(
         else:
             similarities, indices = index.search(Xn, k, exclude_self)
     # Approximate search may find fewer than k rows; those slots hold index -1.
-    mask = indices >= 0
-    if threshold is not None:
-        mask &= similarities >= threshold
-    return NeighborGraph(indices=indices, similarities=similarities, mask=mask)
+    graph = NeighborGraph(indices=indices, similarities=similarities, mask=indices >= 0)
+    return graph.narrowed(threshold=threshold)
 
 
 def _fill_topk(

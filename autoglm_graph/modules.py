@@ -10,7 +10,7 @@ target through a two-hop path (i -> j -> i).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 
 import torch
 from torch import Tensor, nn
@@ -19,6 +19,17 @@ from torch_geometric.nn import GATConv, GATv2Conv
 
 from .fused import FixedDegreeAdjacency, fixed_degree_gat
 from .graph import NeighborGraph
+
+__all__ = [
+    "CHECKPOINT_MIN_ROWS",
+    "CONVS",
+    "MESSAGE_PASSING",
+    "EdgeListAdjacency",
+    "GraphGLMNet",
+    "NetConfig",
+    "SourceStates",
+    "edge_list",
+]
 
 CONVS = {"gat": GATConv, "gatv2": GATv2Conv}
 #: Message-passing implementations: the fixed-degree fast path exists for GAT.
@@ -75,6 +86,32 @@ class SourceStates:
     layers: list[Tensor]
     pooled: Tensor
     embedding: Tensor
+
+
+@dataclass
+class NetConfig:
+    """The constructor arguments of :class:`GraphGLMNet` (its weights aside)."""
+
+    in_channels: int
+    out_channels: int
+    hidden_channels: int = 64
+    heads: int = 4
+    num_layers: int = 2
+    target_channels: int = 0
+    dropout: float = 0.0
+    conv: str = "gat"
+    message_passing: str = "auto"
+
+    @classmethod
+    def of(cls, net: GraphGLMNet) -> NetConfig:
+        """The configuration ``net`` was built from."""
+        return cls(**{f.name: getattr(net, f.name) for f in fields(cls)})
+
+    def build(self) -> GraphGLMNet:
+        """A new network (initial weights drawn from torch's RNG)."""
+        kwargs = asdict(self)
+        n_in, n_out = kwargs.pop("in_channels"), kwargs.pop("out_channels")
+        return GraphGLMNet(n_in, n_out, **kwargs)
 
 
 class GraphGLMNet(nn.Module):

@@ -16,29 +16,28 @@ from __future__ import annotations
 import copy
 import json
 import os
-import threading
 from numbers import Integral, Real
 
 import numpy as np
 import optuna
-import torch
 from optuna.distributions import BaseDistribution
 from optuna.study import MaxTrialsCallback
 from optuna.trial import TrialState
-from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
-from sklearn.metrics import accuracy_score, check_scoring, log_loss
+from sklearn.base import BaseEstimator, MetaEstimatorMixin, is_classifier
+from sklearn.metrics import accuracy_score, check_scoring
 from sklearn.model_selection import check_cv
-from sklearn.utils import _safe_indexing, check_random_state, get_tags
+from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.validation import check_is_fitted
 from tqdm.auto import tqdm
 
+from ._base import _BaseGraphGLM
+from ._objective import CAUGHT, TrialObjective, _Data
 from ._optuna import (
     GRACE_PERIOD,
     HEARTBEAT_INTERVAL,
     JOURNAL_SUFFIXES,
     MAX_RETRY,
     OptunaPruningCallback,
-    _suggest,
     check_fingerprint,
     default_study_name,
     fail_stale_trials,
@@ -46,12 +45,7 @@ from ._optuna import (
     start_point,
     study_fingerprint,
 )
-from .estimators import (
-    GraphGLMClassifier,
-    GraphGLMRegressor,
-    _BaseGraphGLM,
-    _group_codes,
-)
+from .estimators import GraphGLMClassifier, GraphGLMRegressor
 from .families import get_family
 from .graph import NeighborCache
 
@@ -72,40 +66,6 @@ AUTO_CV_MAX_ROWS = 5000
 #: ... with this many folds.
 AUTO_CV_FOLDS = 5
 _FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
-_CAUGHT = (ValueError, FloatingPointError)  # a failed trial, not a failed search
-
-
-class _Data:
-    """The arrays of a fit, with row subsetting (X may be a DataFrame)."""
-
-    def __init__(self, X, y, sample_weight, offset, groups) -> None:
-        self.X, self.y = X, np.asarray(y)
-        self.sample_weight = _as_optional(sample_weight)
-        self.offset = _as_optional(offset)
-        self.groups = None if groups is None else np.asarray(groups)
-
-    def take(self, rows) -> _Data:
-        pick = lambda a: None if a is None else a[rows]  # noqa: E731
-        return _Data(
-            _safe_indexing(self.X, rows),
-            self.y[rows],
-            pick(self.sample_weight),
-            pick(self.offset),
-            pick(self.groups),
-        )
-
-    def fit(self, est: _BaseGraphGLM) -> _BaseGraphGLM:
-        return est.fit(
-            self.X,
-            self.y,
-            sample_weight=self.sample_weight,
-            offset=self.offset,
-            groups=self.groups,
-        )
-
-
-def _as_optional(a):
-    return None if a is None else np.asarray(a, dtype=np.float64)
 
 
 class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
@@ -393,8 +353,6 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
         )
         n_entries = 8 if folds is None else 2 * len(folds) + 4
         self.neighbor_cache_ = NeighborCache(max_entries=n_entries)
-        self._best_local: tuple[int, float, _BaseGraphGLM] | None = None
-        self._lock = threading.Lock()
         verbosity = optuna.logging.get_verbosity()
         if self.verbose < 2:
             optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -402,10 +360,23 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
             self.study_ = self._create_study(storage)
             check_fingerprint(self.study_, self.fingerprint_)
             self.estimator_random_state_ = self._shared_random_state(storage)
-            self._optimize(space, data, folds)
+            objective = TrialObjective(
+                self.estimator,
+                space,
+                data,
+                folds,
+                random_state=self.estimator_random_state_,
+                neighbor_cache=self.neighbor_cache_,
+                reference_family=(
+                    None if is_classifier(self.estimator) else self._reference_family()
+                ),
+                scoring=self.scoring,
+                keep_best=self.refit,
+            )
+            self._optimize(space, objective)
         finally:
             optuna.logging.set_verbosity(verbosity)
-        return self._finish(data, folds)
+        return self._finish(objective)
 
     def _create_study(self, storage) -> optuna.Study:
         rng = check_random_state(self.random_state)
@@ -445,6 +416,16 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
         self.study_.set_user_attr("estimator_random_state", seed)
         return seed
 
+    def _family_text(self) -> str:
+        if is_classifier(self.estimator):
+            return "classification"
+        family = self._reference_family()
+        return f"{family.name} {json.dumps(family._params(), sort_keys=True)}"
+
+    def _reference_family(self):
+        est = self.estimator
+        return get_family(est.family, power=est.power, theta=est.theta)
+
     def _n_finished(self) -> int:
         return len(self.study_.get_trials(deepcopy=False, states=_FINISHED))
 
@@ -457,7 +438,7 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
             return AUTO_CV_FOLDS
         return None
 
-    def _optimize(self, space, data: _Data, folds) -> None:
+    def _optimize(self, space, objective: TrialObjective) -> None:
         if not self.study_.get_trials(deepcopy=False):
             # A new study starts from the estimator's own values (the defaults
             # unless set), so the search does not end below its starting point.
@@ -483,138 +464,18 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
         callbacks.append(progress)
         try:
             self.study_.optimize(
-                lambda trial: self._objective(trial, space, data, folds),
+                objective,
                 n_trials=remaining,
                 timeout=self.timeout,
                 n_jobs=self.n_jobs,
-                catch=_CAUGHT,
+                catch=CAUGHT,
                 callbacks=callbacks,
             )
         finally:
             bar.close()
 
-    def _trial_estimator(self, params: dict) -> _BaseGraphGLM:
-        est = clone(self.estimator)
-        return est.set_params(**params, random_state=self.estimator_random_state_)
-
-    def _fit_one(self, est, data: _Data, trial=None) -> _BaseGraphGLM:
-        """Fit with the shared neighbour cache (and pruning), then clean up."""
-        callbacks = est.callbacks
-        if trial is not None:
-            est.set_params(callbacks=[*(callbacks or []), OptunaPruningCallback(trial)])
-        est._neighbor_cache = self.neighbor_cache_
-        try:
-            return data.fit(est)
-        finally:
-            del est._neighbor_cache
-            est.set_params(callbacks=callbacks)
-
-    def _objective(self, trial, space, data: _Data, folds) -> float:
-        params = {name: _suggest(trial, name, dist) for name, dist in space.items()}
-        est = self._trial_estimator(params)
-        if est.hidden_channels % est.heads:
-            raise optuna.TrialPruned(
-                f"heads={est.heads} does not divide hidden_channels="
-                f"{est.hidden_channels}."
-            )
-        try:
-            if folds is None:
-                est = self._fit_one(est, data, trial)
-                score, global_score = self._validation_scores(est, data, space)
-                trial.set_user_attr("is_global_only", bool(est.is_global_only_))
-                trial.set_user_attr("n_iter", int(est.n_iter_))
-            else:
-                score = self._cv_score(est, data, folds, trial)
-                global_score = None
-        except _CAUGHT as exc:
-            trial.set_user_attr("fail_reason", f"{type(exc).__name__}: {exc}")
-            raise
-        if global_score is not None:
-            trial.set_user_attr("global_score", global_score)
-        if folds is None and self.refit:
-            self._keep_if_best(trial.number, score, est)
-        return score
-
-    def _keep_if_best(self, number: int, score: float, est) -> None:
-        with self._lock:  # greater is better
-            if self._best_local is None or score > self._best_local[1]:
-                self._best_local = (number, score, est)
-
-    def _validation_scores(self, est, data: _Data, space) -> tuple[float, float]:
-        """(kept model, global GLM) negated validation deviance of a cv=None
-        trial (greater is better)."""
-        history = est.history_
-        if not history or history[0].get("epoch") != 0:
-            raise ValueError(
-                "The trial has no validation deviance (the fit trained no "
-                f"network: {est.global_only_reason_}); cv=None cannot score it."
-            )
-        if "power" in space:  # deviances under different powers do not compare
-            model, glm = self._reference_validation_scores(est, data)
-            return -model, -glm
-        global_score = -float(history[0]["val_deviance"])
-        if est.is_global_only_:
-            return global_score, global_score
-        kept = next(h for h in history if h["epoch"] == est.best_epoch_)
-        return -float(kept["val_deviance"]), global_score
-
-    def _family_text(self) -> str:
-        if is_classifier(self.estimator):
-            return "classification"
-        family = self._reference_family()
-        return f"{family.name} {json.dumps(family._params(), sort_keys=True)}"
-
-    def _reference_family(self):
-        est = self.estimator
-        return get_family(est.family, power=est.power, theta=est.theta)
-
-    def _reference_validation_scores(self, est, data: _Data) -> tuple[float, float]:
-        """Validation deviances under the family of ``estimator`` (its power)."""
-        n = data.y.shape[0]
-        seed = int(check_random_state(est.random_state).randint(np.iinfo(np.int32).max))
-        _, val = est._split(data.y, n, seed, _group_codes(data.groups, n))
-        rows = data.take(val)
-        family = self._reference_family()
-        model = self._deviance(family, est.predict(rows.X, offset=rows.offset), rows)
-        design = est.preprocessor_.transform(rows.X)
-        eta = est._global_eta(design, rows.offset)[:, 0]
-        glm_mu = est.family_.inverse_link(torch.as_tensor(eta)).numpy()
-        return model, self._deviance(family, glm_mu, rows)
-
-    @staticmethod
-    def _deviance(family, mu: np.ndarray, rows: _Data) -> float:
-        eta = family.link(torch.as_tensor(mu, dtype=torch.float64))
-        y = torch.as_tensor(rows.y, dtype=torch.float64)
-        w = None if rows.sample_weight is None else torch.as_tensor(rows.sample_weight)
-        return float(family.deviance(y, eta, w))
-
-    def _cv_score(self, est, data: _Data, folds, trial=None) -> float:
-        scores = []
-        for i, (train, test) in enumerate(folds):
-            fold = self._fit_one(
-                clone(est), data.take(train), trial if i == 0 else None
-            )
-            scores.append(self._score_fold(fold, data.take(test)))
-        return float(np.mean(scores))
-
-    def _score_fold(self, est, rows: _Data) -> float:
-        if self.scoring is not None:
-            scorer = check_scoring(est, self.scoring)
-            if rows.sample_weight is None:
-                return float(scorer(est, rows.X, rows.y))
-            return float(scorer(est, rows.X, rows.y, sample_weight=rows.sample_weight))
-        if is_classifier(est):  # negated, as scikit-learn's "neg_log_loss"
-            proba = est.predict_proba(rows.X, offset=rows.offset)
-            return -float(
-                log_loss(
-                    rows.y, proba, labels=est.classes_, sample_weight=rows.sample_weight
-                )
-            )
-        mu = est.predict(rows.X, offset=rows.offset)
-        return -self._deviance(self._reference_family(), mu, rows)
-
     # ------------------------------------------------------------- results
-    def _finish(self, data: _Data, folds) -> GraphGLMSearchCV:
+    def _finish(self, objective: TrialObjective) -> GraphGLMSearchCV:
         study = self.study_
         self.n_trials_ = self._n_finished()
         self.trials_dataframe_ = study.trials_dataframe()
@@ -629,22 +490,22 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
         self.best_trial_ = study.best_trial
         self.best_params_ = dict(self.best_trial_.params)
         self.best_score_ = float(self.best_trial_.value)
-        if folds is None:
+        if objective.folds is None:
             self.global_score_ = self.best_trial_.user_attrs.get("global_score")
         else:
-            glm = self._trial_estimator({"local_penalty": np.inf})
-            self.global_score_ = self._cv_score(glm, data, folds)
+            glm = objective.make_estimator({"local_penalty": np.inf})
+            self.global_score_ = objective.cv_score(glm)
         if self.refit:
-            self.best_estimator_ = self._refit(data, folds)
-        self.__dict__.pop("_best_local", None)
-        self.__dict__.pop("_lock", None)
+            self.best_estimator_ = self._refit(objective)
         return self
 
-    def _refit(self, data: _Data, folds) -> _BaseGraphGLM:
-        local = self._best_local
-        if folds is None and local is not None and local[0] == self.best_trial_.number:
-            return local[2]
-        return self._fit_one(self._trial_estimator(self.best_params_), data)
+    def _refit(self, objective: TrialObjective) -> _BaseGraphGLM:
+        kept = objective.best
+        if objective.folds is None and kept is not None:
+            if kept[0] == self.best_trial_.number:
+                return kept[2]
+        est = objective.make_estimator(self.best_params_)
+        return objective.fit(est, objective.data)
 
     def trials_dataframe(self, **kwargs):
         """``study_.trials_dataframe(**kwargs)``, up to date (other workers too)."""
@@ -720,7 +581,16 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
         return best.score(X, y, sample_weight=sample_weight, offset=offset)
 
 
-CLASSIFICATION_FAMILIES = ("binomial", "multinomial", "classification")
+def _is_classification(family) -> bool:
+    """Whether ``auto_fit``'s ``family`` asks for :class:`GraphGLMClassifier`."""
+    if not isinstance(family, str):  # a Family object: the regressor's
+        return False
+    if family == "classification":
+        return True
+    try:
+        return get_family(family).is_classification
+    except (TypeError, ValueError):  # the regressor's fit says what is wrong
+        return False
 
 
 def auto_fit(
@@ -771,7 +641,7 @@ def auto_fit(
     -------
     GraphGLMRegressor, GraphGLMClassifier or GraphGLMSearchCV
     """
-    if family in CLASSIFICATION_FAMILIES:
+    if _is_classification(family):
         estimator = GraphGLMClassifier(**params)
     else:
         estimator = GraphGLMRegressor(family=family, **params)

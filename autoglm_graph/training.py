@@ -24,8 +24,28 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from .families import Family
-from .graph import CosineNeighbors, NeighborCache, NeighborGraph, cosine_topk
-from .modules import GraphGLMNet, SourceStates
+from .graph import NeighborCache, NeighborGraph, cosine_topk
+from .modules import GraphGLMNet, NetConfig, SourceStates
+
+__all__ = [
+    "AMP_DTYPES",
+    "PROGRESS_DELAY_S",
+    "SCREENING_EPOCHS",
+    "EarlyStopping",
+    "EpochSelector",
+    "FitResult",
+    "FittedGraphState",
+    "GraphConfig",
+    "RowData",
+    "Trainer",
+    "TrainingState",
+    "autocast",
+    "khop_subgraph",
+    "linear_predictor",
+    "progress_options",
+    "query_forward",
+    "weighted_mean",
+]
 
 #: Autocast dtypes of the reduced precisions.
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -107,6 +127,38 @@ def linear_predictor(
     eta = rows.eta_global + delta[:, :, 0]
     eta = eta + torch.einsum("nkp,np->nk", delta[:, :, 1:], rows.design)
     return (eta[:, 0] if n_outputs == 1 else eta), delta
+
+
+def autocast(precision: str, device_type: str):
+    """Autocast at ``precision`` ("fp32": off) on ``device_type``."""
+    dtype = AMP_DTYPES.get(precision)
+    return torch.autocast(device_type, dtype=dtype, enabled=dtype is not None)
+
+
+@torch.no_grad()
+def query_forward(
+    net: GraphGLMNet,
+    context: Tensor,
+    states: SourceStates,
+    adjacency,
+    *,
+    precision: str,
+    z: Tensor | None = None,
+    return_attention: bool = False,
+):
+    """Coefficient deviations (float32) of rows whose neighbours among the
+    training rows (``states``) are ``adjacency``; ``z`` their embedding when
+    the caller has it."""
+    net.eval()
+    device_type = context.device.type
+    if z is None:
+        with autocast(precision, device_type):
+            z = net.encode(context)
+    with autocast(precision, device_type):
+        out = net.forward_query(
+            context, states, adjacency, z=z, return_attention=return_attention
+        )
+    return (out[0].float(), out[1]) if return_attention else out.float()
 
 
 def weighted_mean(values: Tensor, weight: Tensor) -> Tensor:
@@ -218,12 +270,15 @@ class EarlyStopping:
 
 @dataclass
 class Trainer:
-    """Trains a :class:`GraphGLMNet` to predict per-row coefficient deviations.
+    """How a :class:`GraphGLMNet` is trained: the configuration of a fit.
 
-    Parameters mirror the estimator's; see :class:`GraphGLMRegressor`.
+    :meth:`fit` builds the network from ``net``, trains it in a
+    :class:`TrainingState` (the per-fit state) and returns a
+    :class:`FitResult`. Parameters mirror the estimator's; see
+    :class:`GraphGLMRegressor`.
     """
 
-    net: GraphGLMNet
+    net: NetConfig
     family: Family
     n_outputs: int
     graph: GraphConfig
@@ -234,59 +289,162 @@ class Trainer:
     batch_size: int | None = None
     callbacks: list = field(default_factory=list)
     verbose: int = 0
-    history: list = field(default_factory=list)
-    #: Shared input-space searches (a hyperparameter search passes one cache to
-    #: every trial); ``None`` gives each fit its own, dropped after ``fit``.
-    neighbor_cache: NeighborCache | None = None
     #: "fp32", "bf16" or "fp16": autocast of the network (the loss stays fp32).
     precision: str = "fp32"
     #: Decay of the exponential moving average of the weights that validation
     #: (hence the kept snapshot and prediction) uses; 0: the raw weights.
     ema_decay: float = 0.0
 
+    #: The scalar settings that :meth:`settings` records.
+    SETTINGS = (
+        "learning_rate",
+        "weight_decay",
+        "local_penalty",
+        "max_epochs",
+        "batch_size",
+        "verbose",
+        "ema_decay",
+    )
+
+    def settings(self) -> dict:
+        """The scalar training settings (a record kept with the fitted network)."""
+        return {name: getattr(self, name) for name in self.SETTINGS}
+
+    def fit(
+        self,
+        train: RowData,
+        val: RowData | None,
+        *,
+        neighbor_cache: NeighborCache | None = None,
+    ) -> FitResult:
+        """Build the network on the rows' device and train it.
+
+        With validation rows, the kept epoch is the one of lowest validation
+        deviance, and the network is kept only if it beats the global GLM (epoch
+        0) by more than one standard error of the paired per-row difference
+        (the one-standard-error rule: on small or noisy data the simpler model
+        is kept).
+
+        ``neighbor_cache`` shares input-space searches between fits (a
+        hyperparameter search passes one to every trial); None gives this fit
+        its own.
+        """
+        net = self.net.build().to(train.context.device)
+        state = TrainingState(self, net, neighbor_cache)
+        try:
+            best = state.run(train, val)
+        finally:
+            index = state.finish(train)
+        selector = state.selector
+        result = FitResult(
+            history=state.history,
+            best=best,
+            gain=None if selector is None else selector.gain,
+            gain_se=None if selector is None else selector.gain_se,
+            net=net,
+            precision=state.precision,
+            index=index,
+        )
+        if best is not None:
+            net.load_state_dict(best.state_dict)
+            net.eval()
+            result.states = state.source_states(train, best.train_graph)
+        return result
+
+
+@dataclass
+class FitResult:
+    """What :meth:`Trainer.fit` returns.
+
+    ``best`` is the kept epoch's state (None when the global GLM wins), with
+    its weights loaded in ``net`` and the training rows' ``states`` under
+    them; ``gain`` and ``gain_se`` the validation deviance of the global GLM
+    minus the kept epoch's and its standard error (None without validation
+    rows); ``precision`` the training's final one; ``index`` an input-space
+    search index over the training rows that prediction can reuse.
+    """
+
+    history: list
+    best: FittedGraphState | None
+    gain: float | None
+    gain_se: float | None
+    net: GraphGLMNet
+    precision: str
+    index: tuple | None = None
+    states: SourceStates | None = None
+
+
+class TrainingState:
+    """The state of one fit: the network, its optimiser's helpers, the caches
+    of the graph and the history. Callbacks get it as their ``trainer``
+    (``history``, ``net``, ``config``)."""
+
+    def __init__(
+        self,
+        config: Trainer,
+        net: GraphGLMNet,
+        neighbor_cache: NeighborCache | None = None,
+    ) -> None:
+        self.config = config
+        self.net = net
+        #: Starts at the configured precision; bf16 may fall back to fp32.
+        self.precision = config.precision
+        self.history: list[dict] = []
+        self.neighbor_cache = neighbor_cache or NeighborCache(
+            backend=config.graph.backend
+        )
+        device_type = net.head[-1].weight.device.type
+        self._scaler = torch.amp.GradScaler(
+            device_type, enabled=self.precision == "fp16"
+        )
+        self.selector: EpochSelector | None = None
+        self._ema: dict | None = None
+        self._ema_steps = 0
+        self._adjacency_cache: tuple | None = None
+        self._val_adjacency = None
+
+    def finish(self, train: RowData) -> tuple | None:
+        """Drop the loop's scratch; the ``(base, index)`` prediction may reuse.
+
+        Prediction searches the same training rows: an approximate input-space
+        index the fit built over them is kept for it (at 1M rows its build
+        takes minutes).
+        """
+        index = None
+        if self.config.graph.space == "input":
+            built = self.neighbor_cache.index_for(train.context)
+            if built is not None:
+                index = (train.context, built)
+        self.neighbor_cache = None
+        self._ema = self._adjacency_cache = self._val_adjacency = None
+        return index
+
     # ------------------------------------------------------------------ graph
     def graph_vectors(self, context: Tensor, z: Tensor | None = None) -> Tensor:
-        if self.graph.space == "input":
+        if self.config.graph.space == "input":
             return context
         return self.net.encode(context) if z is None else z
 
     def build_graph(self, queries: Tensor, base: Tensor | None = None) -> NeighborGraph:
-        cache = getattr(self, "_fit_cache", None)
-        if cache is not None and self.graph.space == "input":
+        if self.config.graph.space == "input":
             # Input-space graphs are fixed during a fit: validation rows are
-            # searched once, not every epoch.
-            return cache.search(
+            # searched once, not every epoch (the cache may be a search's,
+            # shared by its trials).
+            return self.neighbor_cache.search(
                 queries,
                 base,
-                n_neighbors=self.graph.n_neighbors,
-                threshold=self.graph.threshold,
+                n_neighbors=self.config.graph.n_neighbors,
+                threshold=self.config.graph.threshold,
             )
-        if cache is None and base is not None:
-            # Prediction: the training rows are fixed, so their search index
-            # (an HNSW index for the faiss backend) is built once and kept.
-            graph = self._base_index(base).kneighbors(queries, self.graph.n_neighbors)
-            return graph.narrowed(threshold=self.graph.threshold)
         return cosine_topk(
             queries,
             base,
-            n_neighbors=self.graph.n_neighbors,
-            threshold=self.graph.threshold,
+            n_neighbors=self.config.graph.n_neighbors,
+            threshold=self.config.graph.threshold,
             device=queries.device,
             dtype=queries.dtype,
-            backend=self.graph.backend,
+            backend=self.config.graph.backend,
         )
-
-    def _base_index(self, base: Tensor) -> CosineNeighbors:
-        cached = getattr(self, "_index_cache", None)
-        if cached is None or cached[0] is not base:
-            index = CosineNeighbors(
-                self.graph.n_neighbors,
-                device=base.device,
-                dtype=base.dtype,
-                backend=self.graph.backend,
-            ).fit(base)
-            self._index_cache = (base, index)
-        return self._index_cache[1]
 
     def training_graph(
         self, train: RowData, vectors: Tensor | None = None
@@ -309,7 +467,7 @@ class Trainer:
     def _adjacency(self, graph: NeighborGraph):
         # The training graph changes only at a refresh; its prepared form is
         # reused by every epoch's forward and validation pass until then.
-        cached = getattr(self, "_adjacency_cache", None)
+        cached = self._adjacency_cache
         if cached is None or cached[0] is not graph:
             n_src = graph.indices.shape[0]
             self._adjacency_cache = (graph, self.net.adjacency(graph, n_src))
@@ -326,53 +484,23 @@ class Trainer:
         return states
 
     @torch.no_grad()
-    def query_delta(
-        self,
-        context: Tensor,
-        train: RowData,
-        states: SourceStates,
-        return_graph: bool = False,
-        return_attention: bool = False,
-        adjacency=None,
-    ):
-        """Coefficient deviations of new rows, each linked to training rows only.
-
-        ``adjacency`` may pass the rows' prepared neighbour lists (validation
-        rows between two graph refreshes); otherwise they are searched here.
-        """
-        self.net.eval()
-        with self._autocast():
-            z = self.net.encode(context)
-        graph = None
-        if adjacency is None:
-            base = self.graph_vectors(train.context, states.embedding)
-            graph = self.build_graph(self.graph_vectors(context, z).float(), base)
-            adjacency = self.net.adjacency(graph, n_src=train.context.shape[0])
-        with self._autocast():
-            out = self.net.forward_query(
-                context,
-                states,
-                adjacency,
-                z=z,
-                return_attention=return_attention,
-            )
-        out = (out[0].float(), out[1]) if return_attention else out.float()
-        if return_graph:
-            return out, graph
-        return out
+    def query_delta(self, context: Tensor, states: SourceStates, adjacency) -> Tensor:
+        """Coefficient deviations of rows linked to training rows by ``adjacency``
+        (the validation rows' prepared neighbour lists of the last refresh)."""
+        return query_forward(
+            self.net, context, states, adjacency, precision=self.precision
+        )
 
     # ---------------------------------------------------------------- fitting
     def _loss(self, delta: Tensor, rows: RowData) -> tuple[Tensor, Tensor]:
-        eta, delta = linear_predictor(delta, rows, self.n_outputs)
-        deviance = self.family.deviance(rows.y, eta, rows.weight)
+        eta, delta = linear_predictor(delta, rows, self.config.n_outputs)
+        deviance = self.config.family.deviance(rows.y, eta, rows.weight)
         penalty = weighted_mean(delta.pow(2).sum(dim=(1, 2)), rows.weight)
-        return 0.5 * deviance + self.local_penalty * penalty, deviance
+        return 0.5 * deviance + self.config.local_penalty * penalty, deviance
 
     def _autocast(self):
         """Autocast of the network's forward at ``precision`` (off for fp32)."""
-        dtype = AMP_DTYPES.get(self.precision)
-        device_type = self.net.head[-1].weight.device.type
-        return torch.autocast(device_type, dtype=dtype, enabled=dtype is not None)
+        return autocast(self.precision, self.net.head[-1].weight.device.type)
 
     def _forward(self, context: Tensor, targets, adjacency):
         with self._autocast():
@@ -415,7 +543,7 @@ class Trainer:
         is off, saving a forward pass).
         """
         self.net.train()
-        if self.batch_size is None or self.batch_size >= train.y.shape[0]:
+        if self.config.batch_size is None or self.config.batch_size >= train.y.shape[0]:
             delta, states = self._forward(
                 train.context, train.targets, self._adjacency(graph)
             )
@@ -432,8 +560,8 @@ class Trainer:
         n = train.y.shape[0]
         order = torch.randperm(n, device=train.y.device)
         total_loss = total_dev = total_w = 0.0
-        for start in range(0, n, self.batch_size):
-            batch = order[start : start + self.batch_size]
+        for start in range(0, n, self.config.batch_size):
+            batch = order[start : start + self.config.batch_size]
             nodes, sub_graph, position = khop_subgraph(
                 graph, batch, self.net.num_layers
             )
@@ -450,41 +578,13 @@ class Trainer:
             total_w += w
         return total_loss / total_w, total_dev / total_w
 
-    def fit(self, train: RowData, val: RowData | None) -> FittedGraphState | None:
-        """Train; return the selected state, or None when the global GLM wins.
-
-        With validation rows, the kept epoch is the one of lowest validation
-        deviance, and the network is kept only if it beats the global GLM (epoch
-        0) by more than one standard error of the paired per-row difference
-        (the one-standard-error rule: on small or noisy data the simpler model
-        is kept).
-        """
-        self._fit_cache = self.neighbor_cache or NeighborCache(
-            backend=self.graph.backend
-        )
-        device_type = self.net.head[-1].weight.device.type
-        self._scaler = torch.amp.GradScaler(
-            device_type, enabled=self.precision == "fp16"
-        )
-        try:
-            return self._fit(train, val)
-        finally:
-            if self.graph.space == "input":
-                # Prediction searches the same training rows: an approximate
-                # index the fit built over them is kept for it (at 1M rows its
-                # build takes minutes).
-                index = self._fit_cache.index_for(train.context)
-                if index is not None:
-                    self._index_cache = (train.context, index)
-            del self._fit_cache, self._scaler
-            self.__dict__.pop("_ema", None)
-            self.__dict__.pop("_ema_steps", None)
-            self.__dict__.pop("_adjacency_cache", None)  # scratch of the loop
-            self.__dict__.pop("_val_adjacency", None)
-
-    def _fit(self, train: RowData, val: RowData | None) -> FittedGraphState | None:
+    def run(self, train: RowData, val: RowData | None) -> FittedGraphState | None:
+        """The epochs; the selected state, or None when the global GLM wins."""
+        config = self.config
         optimizer = torch.optim.AdamW(
-            self.net.parameters(), lr=self.learning_rate, weight_decay=self.weight_decay
+            self.net.parameters(),
+            lr=config.learning_rate,
+            weight_decay=config.weight_decay,
         )
         selector = None
         if val is not None:
@@ -494,21 +594,20 @@ class Trainer:
             selector = EpochSelector(self._unit_deviance(zero, val), val.weight)
             self.history.append({"epoch": 0, "val_deviance": selector.baseline_value})
         graph = None
-        if self.ema_decay > 0:
+        if self.config.ema_decay > 0:
             self._ema = {
                 k: torch.zeros_like(v) for k, v in self.net.state_dict().items()
             }
-            self._ema_steps = 0
         bar = tqdm(
-            range(1, self.max_epochs + 1),
+            range(1, self.config.max_epochs + 1),
             desc="epochs",
-            **progress_options(self.verbose),
+            **progress_options(self.config.verbose),
         )
         for epoch in bar:
             start = time.perf_counter()
             refresh = graph is None or (
-                self.graph.space == "embedding"
-                and (epoch - 1) % self.graph.refresh == 0
+                self.config.graph.space == "embedding"
+                and (epoch - 1) % self.config.graph.refresh == 0
             )
             if refresh:
                 with torch.no_grad():
@@ -528,7 +627,7 @@ class Trainer:
             # validate on its states (the weights before this epoch's step).
             # (With weight averaging validation needs the averaged weights.)
             reuse = (
-                validate is not None and self.net.dropout == 0 and self.ema_decay <= 0
+                validate is not None and self.net.dropout == 0 and config.ema_decay <= 0
             )
             loss, train_dev = self._train_step(
                 optimizer, train, graph, before_step=validate if reuse else None
@@ -541,7 +640,7 @@ class Trainer:
                     "learning_rate or raise local_penalty."
                 )
             logs.update(train_loss=loss, train_deviance=train_dev)
-            if self.ema_decay > 0:
+            if self.config.ema_decay > 0:
                 self._update_ema()
             if validate is not None and "val_deviance" not in logs:
                 with self._ema_weights():
@@ -549,7 +648,7 @@ class Trainer:
             logs["seconds"] = time.perf_counter() - start
             self.history.append(logs)
             bar.set_postfix({k: f"{v:.4g}" for k, v in logs.items() if "deviance" in k})
-            if any(cb.on_epoch_end(self, logs) for cb in self.callbacks):
+            if any(cb.on_epoch_end(self, logs) for cb in self.config.callbacks):
                 break
         self.selector = selector
         if selector is None:
@@ -558,7 +657,7 @@ class Trainer:
 
     @torch.no_grad()
     def _update_ema(self) -> None:
-        decay = self.ema_decay
+        decay = self.config.ema_decay
         for key, value in self.net.state_dict().items():
             self._ema[key].mul_(decay).add_(value, alpha=1 - decay)
         self._ema_steps += 1
@@ -571,11 +670,11 @@ class Trainer:
         Adam's moments are), so it averages the weights after each step only,
         not the initial ones: short trainings are not pulled back to the start.
         """
-        if self.ema_decay <= 0:
+        if self.config.ema_decay <= 0:
             yield
             return
         raw = {k: v.detach().clone() for k, v in self.net.state_dict().items()}
-        correction = 1.0 - self.ema_decay**self._ema_steps
+        correction = 1.0 - self.config.ema_decay**self._ema_steps
         self.net.load_state_dict({k: v / correction for k, v in self._ema.items()})
         try:
             yield
@@ -603,9 +702,7 @@ class Trainer:
 
     @torch.no_grad()
     def _validate(self, train, val, selector, graph, logs, states) -> None:
-        delta = self.query_delta(
-            val.context, train, states, adjacency=self._val_adjacency
-        )
+        delta = self.query_delta(val.context, states, self._val_adjacency)
         unit = self._unit_deviance(delta, val)
         epoch = logs["epoch"]
         logs["val_deviance"] = selector.update(
@@ -613,8 +710,8 @@ class Trainer:
         )
 
     def _unit_deviance(self, delta: Tensor, rows: RowData) -> Tensor:
-        eta, _ = linear_predictor(delta, rows, self.n_outputs)
-        return self.family.unit_deviance(rows.y, eta)
+        eta, _ = linear_predictor(delta, rows, self.config.n_outputs)
+        return self.config.family.unit_deviance(rows.y, eta)
 
     def _snapshot(self, graph: NeighborGraph, epoch: int) -> FittedGraphState:
         state = {k: v.detach().clone() for k, v in self.net.state_dict().items()}

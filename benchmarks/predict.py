@@ -60,8 +60,8 @@ def _data(name: str, n_train: int, n_test: int):
 
 def _search_share(model, X, threads: int) -> float:
     """Fraction of one predict call spent in the neighbour search."""
-    trainer = model._trainer
-    original = trainer.build_graph
+    fitted = model._fitted
+    original = fitted.search
     spent = []
 
     def timed(*args, **kwargs):
@@ -70,20 +70,19 @@ def _search_share(model, X, threads: int) -> float:
         spent.append(time.perf_counter() - start)
         return out
 
-    trainer.build_graph = timed
+    fitted.search = timed
     try:
         start = time.perf_counter()
         model.predict(X)
         total = time.perf_counter() - start
     finally:
-        del trainer.build_graph
+        del fitted.search
     return sum(spent) / total
 
 
 def _prediction_graph(model, X):
-    trainer = model._trainer
     context = torch.as_tensor(model._design(X), dtype=torch.float32)
-    return trainer.build_graph(context, model._train_rows.context)
+    return model._fitted.search(context)
 
 
 def run(args) -> list[dict]:
@@ -109,7 +108,7 @@ def run(args) -> list[dict]:
             if exact_graph is None:
                 exact_graph = cosine_topk(
                     torch.as_tensor(model._design(X_test), dtype=torch.float32),
-                    model._train_rows.context,
+                    model._fitted.rows.context,
                     n_neighbors=model.n_neighbors,
                     threshold=model.threshold,
                 )

@@ -305,12 +305,13 @@ def test_groups_keep_units_apart():
     y = 2 * np.sign(X[:, 0]) * X[:, 1] + 0.3 * rng.normal(size=150)[unit]
     model = GraphGLMRegressor(random_state=0, **FAST).fit(X, y, groups=unit)
     assert not model.is_global_only_
-    train_units = set(unit[model._train_positions])
+    positions = model._fitted.positions
+    train_units = set(unit[positions])
     val_units = set(unit) - train_units
     assert val_units and not val_units & train_units
-    graph = model._trainer.training_graph(model._train_rows)
-    own = unit[model._train_positions][graph.indices.numpy()]
-    rows = unit[model._train_positions][:, None]
+    graph = model._fitted.training_graph()
+    own = unit[positions][graph.indices.numpy()]
+    rows = unit[positions][:, None]
     assert not np.any((own == rows) & graph.mask.numpy())
     with pytest.raises(ValueError, match="groups"):
         GraphGLMRegressor(local_penalty=np.inf).fit(X, y, groups=unit[:10])

@@ -10,7 +10,7 @@ from autoglm_graph.datasets import make_varying_coefficients
 from autoglm_graph.fused import FixedDegreeAdjacency, fixed_degree_gat
 from autoglm_graph.graph import NeighborGraph, cosine_topk
 from autoglm_graph.modules import GraphGLMNet
-from autoglm_graph.training import khop_subgraph
+from autoglm_graph.training import TrainingState, khop_subgraph
 
 
 def _graph(n_dst=60, n_src=80, k=6, seed=0) -> NeighborGraph:
@@ -174,7 +174,7 @@ def test_reduced_precision_on_cpu_is_finite_and_close(poisson_data, precision):
     _, _, X_test, y_test = poisson_data
     pred = reduced.predict(X_test)
     assert np.all(np.isfinite(pred))
-    assert reduced._trainer.precision in {precision, "fp32"}
+    assert reduced._fitted.precision in {precision, "fp32"}
     assert reduced.score(X_test, y_test) == pytest.approx(
         full.score(X_test, y_test), abs=0.03
     )
@@ -182,7 +182,9 @@ def test_reduced_precision_on_cpu_is_finite_and_close(poisson_data, precision):
 
 def test_non_finite_bf16_loss_falls_back_to_fp32(poisson_data):
     model = _fit(poisson_data, precision="bf16")
-    trainer = model._trainer
+    rows = model._fitted.rows
+    config = model._make_trainer(rows.design.shape[1], rows)
+    trainer = TrainingState(config, config.net.build())
     trainer.precision = "bf16"
     trainer._scaler = torch.amp.GradScaler("cpu", enabled=False)
     optimizer = torch.optim.SGD(trainer.net.parameters(), lr=0.1)

@@ -257,7 +257,8 @@ def test_fit_hands_its_index_to_prediction(monkeypatch):
     assert len(built) == 1  # training rows among themselves, then validation
     first = model.predict(X[600:])
     assert len(built) == 1  # prediction searched the fit's index
-    index = model._trainer._base_index(model._train_rows.context)
+    base, index = model._fitted.index
+    assert base is model._fitted.rows.context
     assert index.backend_ == "faiss"
     np.testing.assert_allclose(model.predict(X[600:]), first)
 

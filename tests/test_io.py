@@ -150,7 +150,7 @@ def test_round_trip_with_groups(tmp_path):
     model = GraphGLMRegressor(max_epochs=5, learning_rate=1e-2, **SMALL)
     model.fit(X, y, groups=groups)
     if model.network_ is not None:
-        assert model._train_rows.group is not None
+        assert model._fitted.rows.group is not None
     _assert_same(model, load(model.save(tmp_path / "m.zip")), X, None)
 
 

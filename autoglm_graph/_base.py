@@ -1,0 +1,779 @@
+"""The fitting and inference the two estimators share (:class:`_BaseGraphGLM`).
+
+The global GLM is solved first; the network of per-row deviations is then
+trained (:mod:`autoglm_graph.training`) and kept as a
+:class:`~autoglm_graph._fitted.FittedNetwork`. The public classes, with their
+parameters documented, are in :mod:`autoglm_graph.estimators`.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import torch
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import GroupShuffleSplit, train_test_split
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import (
+    _check_sample_weight,
+    check_consistent_length,
+    check_is_fitted,
+    column_or_1d,
+    validate_data,
+)
+
+from ._fitted import FittedNetwork
+from ._glm import fit_global_glm, fit_negative_binomial
+from ._threads import with_thread_limit
+from ._validation import (
+    PRECISIONS,
+    check_number,
+    check_offset,
+    check_option,
+    resolve_device,
+    resolve_precision,
+)
+from .families import Family, NegativeBinomialFamily
+from .modules import MESSAGE_PASSING, NetConfig
+from .preprocessing import TabularPreprocessor
+from .training import EarlyStopping, GraphConfig, RowData, Trainer, linear_predictor
+
+# Below this many rows there is no graph worth learning: the model is the GLM.
+MIN_ROWS_FOR_NETWORK = 10
+# Rows per chunk at prediction time (bounds memory; results do not depend on it).
+PREDICT_CHUNK = 8192
+
+
+class _BaseGraphGLM(BaseEstimator):
+    """Shared fitting and inference of the graph-contextualized GLM."""
+
+    def __init__(
+        self,
+        *,
+        alpha: float = 1e-4,
+        n_neighbors: int = 16,
+        threshold: float = 0.0,
+        graph_space: str = "embedding",
+        graph_refresh: int = 10,
+        graph_backend: str = "auto",
+        hidden_channels: int = 64,
+        heads: int = 4,
+        num_layers: int = 2,
+        conv: str = "gat",
+        message_passing: str = "auto",
+        dropout: float = 0.1,
+        use_neighbor_targets: bool = True,
+        local_penalty: float = 1e-3,
+        learning_rate: float = 3e-3,
+        weight_decay: float = 1e-4,
+        ema_decay: float = 0.9,
+        max_epochs: int = 300,
+        batch_size: int | None = None,
+        early_stopping: bool = True,
+        validation_fraction: float = 0.1,
+        n_iter_no_change: int = 10,
+        tol: float = 1e-4,
+        callbacks: list | None = None,
+        device: str = "auto",
+        precision: str = "auto",
+        random_state=None,
+        n_jobs: int | None = None,
+        verbose: int = 0,
+    ) -> None:
+        self.alpha = alpha
+        self.n_neighbors = n_neighbors
+        self.threshold = threshold
+        self.graph_space = graph_space
+        self.graph_refresh = graph_refresh
+        self.graph_backend = graph_backend
+        self.hidden_channels = hidden_channels
+        self.heads = heads
+        self.num_layers = num_layers
+        self.conv = conv
+        self.message_passing = message_passing
+        self.dropout = dropout
+        self.use_neighbor_targets = use_neighbor_targets
+        self.local_penalty = local_penalty
+        self.learning_rate = learning_rate
+        self.weight_decay = weight_decay
+        self.ema_decay = ema_decay
+        self.max_epochs = max_epochs
+        self.batch_size = batch_size
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
+        self.callbacks = callbacks
+        self.device = device
+        self.precision = precision
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.verbose = verbose
+
+    @classmethod
+    def default_search_space(cls, family: str | Family | None = None) -> dict:
+        """Optuna distributions for :class:`~autoglm_graph.GraphGLMSearchCV`.
+
+        Parameters
+        ----------
+        family : str, Family or None, default=None
+            The family the search will fit; ``"tweedie"`` adds ``power``.
+
+        Returns
+        -------
+        dict of str to optuna.distributions.BaseDistribution
+        """
+        from ._search_space import default_search_space
+
+        return default_search_space(family)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True  # the preprocessing imputes
+        tags.input_tags.categorical = True
+        tags.input_tags.string = True
+        return tags
+
+    # ------------------------------------------------------------ validation
+    def _validate_params(self) -> None:
+        check_number("alpha", self.alpha, low=0)
+        check_number("n_neighbors", self.n_neighbors, integer=True, low=1)
+        check_number("threshold", self.threshold, low=-1, high=1)
+        check_option("graph_space", self.graph_space, ("embedding", "input"))
+        check_number("graph_refresh", self.graph_refresh, integer=True, low=1)
+        check_option("graph_backend", self.graph_backend, ("auto", "exact", "faiss"))
+        check_number("hidden_channels", self.hidden_channels, integer=True, low=1)
+        check_number("heads", self.heads, integer=True, low=1)
+        if self.hidden_channels % self.heads:
+            raise ValueError(
+                f"The 'heads' parameter must divide hidden_channels="
+                f"{self.hidden_channels}; got heads={self.heads}."
+            )
+        check_number("num_layers", self.num_layers, integer=True, low=1)
+        check_option("conv", self.conv, ("gat", "gatv2"))
+        check_option("message_passing", self.message_passing, MESSAGE_PASSING)
+        check_option("precision", self.precision, PRECISIONS)
+        if self.message_passing == "fused" and self.conv != "gat":
+            raise ValueError(
+                "The 'message_passing' parameter 'fused' needs conv='gat'; got "
+                f"conv={self.conv!r}."
+            )
+        check_number("dropout", self.dropout, low=0, high=1)
+        check_option("use_neighbor_targets", self.use_neighbor_targets, (True, False))
+        check_number("local_penalty", self.local_penalty, low=0, allow_inf=True)
+        check_number("learning_rate", self.learning_rate, low=0, low_open=True)
+        check_number("weight_decay", self.weight_decay, low=0)
+        check_number("ema_decay", self.ema_decay, low=0, high=1)
+        if self.ema_decay == 1:
+            raise ValueError(
+                "The 'ema_decay' parameter must be in [0, 1): an average that "
+                "never moves keeps the untrained network; got ema_decay=1."
+            )
+        check_number("max_epochs", self.max_epochs, integer=True, low=0)
+        check_number(
+            "batch_size", self.batch_size, integer=True, low=1, allow_none=True
+        )
+        check_option("early_stopping", self.early_stopping, (True, False))
+        check_number(
+            "validation_fraction",
+            self.validation_fraction,
+            low=0,
+            high=1,
+            low_open=True,
+        )
+        check_number("n_iter_no_change", self.n_iter_no_change, integer=True, low=1)
+        check_number("tol", self.tol, low=0)
+        check_number("n_jobs", self.n_jobs, integer=True, allow_none=True)
+        if self.n_jobs == 0:
+            raise ValueError(
+                "The 'n_jobs' parameter must be a non-zero integer or None; got 0."
+            )
+        check_number("verbose", self.verbose, integer=True, low=0)
+
+    def _validate_X(self, X, *, reset: bool):
+        if hasattr(X, "iloc"):
+            validate_data(self, X, reset=reset, skip_check_array=True)
+            return X
+        return validate_data(
+            self,
+            X,
+            reset=reset,
+            accept_sparse=False,
+            ensure_all_finite="allow-nan",
+            dtype="numeric",
+            ensure_min_samples=1,
+        )
+
+    def _validate_inputs(self, X, y, sample_weight, offset):
+        X = self._validate_X(X, reset=True)
+        if y is None:
+            raise ValueError(
+                f"{type(self).__name__} requires y to be passed, but the target y "
+                "is None."
+            )
+        y = column_or_1d(y, warn=True)
+        check_consistent_length(X, y)
+        if X.shape[0] < 2:
+            raise ValueError(
+                f"Found array with {X.shape[0]} sample(s) (shape={X.shape}) while a "
+                "minimum of 2 is required; got 1 sample."
+                if X.shape[0] == 1
+                else f"Found array with 0 sample(s) (shape={X.shape}) while a "
+                "minimum of 2 is required."
+            )
+        sample_weight = _check_sample_weight(
+            sample_weight,
+            np.empty(X.shape[0]),
+            dtype=np.float64,
+            ensure_non_negative=True,
+        )
+        if not sample_weight.sum() > 0:
+            raise ValueError("sample_weight must have a positive sum.")
+        offset = check_offset(offset, X.shape[0])
+        return X, y, sample_weight, offset
+
+    # --------------------------------------------------------------- fitting
+    @with_thread_limit
+    def _fit(
+        self, X, y, sample_weight=None, offset=None, groups=None, neighbor_cache=None
+    ):
+        """``fit``; ``neighbor_cache`` (a :class:`~autoglm_graph.graph.NeighborCache`)
+        shares input-space neighbour searches between fits on the same rows
+        (:class:`~autoglm_graph.GraphGLMSearchCV` passes one to its trials)."""
+        self._validate_params()
+        self.device_ = resolve_device(self.device)
+        X, y, sample_weight, offset = self._validate_inputs(X, y, sample_weight, offset)
+        groups = _group_codes(groups, X.shape[0])
+        y_model = self._encode_target(y)
+        family = self._make_family(y_model)
+        family.check_y(y_model)
+        self.family_ = family
+        self.preprocessor_ = TabularPreprocessor()
+        # float64: the GLM is solved to a gradient tolerance on it (the
+        # network takes a float32 copy).
+        design = self.preprocessor_.fit_transform(X, dtype=np.float64)
+        self.feature_names_out_ = self.preprocessor_.get_feature_names_out()
+        _, scale = self.preprocessor_.design_scaling()
+        glm_kwargs = dict(
+            sample_weight=sample_weight,
+            offset=offset,
+            alpha=self.alpha,
+            penalty_weights=scale**-2.0,  # alpha penalises the user's units
+        )
+        if isinstance(family, NegativeBinomialFamily) and self._theta_by_ml():
+            glm, family = fit_negative_binomial(design, y_model, **glm_kwargs)
+            self.family_ = family
+        else:
+            glm = fit_global_glm(
+                design, y_model, family, n_outputs=self._n_outputs, **glm_kwargs
+            )
+        self.global_glm_ = glm
+        self._set_global_coefficients(glm)
+        self._fitted = None
+        self._validation_positions = None
+        self.network_ = None
+        self.history_ = []
+        self.n_iter_ = 0
+        reason = self._global_only_reason(X.shape[0])
+        if reason is None:
+            reason = self._fit_network(
+                design, y_model, sample_weight, offset, glm, groups, neighbor_cache
+            )
+        self.is_global_only_ = reason is not None
+        self.global_only_reason_ = reason
+        if reason is not None and self.verbose:
+            print(
+                f"{type(self).__name__}: the fitted model is the global GLM ({reason})."
+            )
+        self._train_index = self._row_labels(X)
+        self.offset_used_ = offset is not None  # predict warns when it is missing
+        return self
+
+    @property
+    def _n_outputs(self) -> int:
+        """Linear predictors per row: the family's, for the fitted classes."""
+        classes = getattr(self, "classes_", None)
+        return self.family_.n_outputs(None if classes is None else len(classes))
+
+    def _theta_by_ml(self) -> bool:
+        """Whether the negative binomial theta is estimated (``theta=None``)."""
+        return getattr(self, "theta", 1.0) is None and isinstance(self.family, str)
+
+    def _global_only_reason(self, n_samples: int) -> str | None:
+        if np.isinf(self.local_penalty):
+            return "local_penalty=inf"
+        if self.max_epochs == 0:
+            return "max_epochs=0"
+        if n_samples < MIN_ROWS_FOR_NETWORK:
+            return f"only {n_samples} rows; the network needs {MIN_ROWS_FOR_NETWORK}"
+        return None
+
+    def _split(self, y_model: np.ndarray, n_samples: int, seed: int, groups=None):
+        positions = np.arange(n_samples)
+        if not self.early_stopping:
+            return positions, None
+        if groups is not None:
+            splitter = GroupShuffleSplit(
+                n_splits=1, test_size=self.validation_fraction, random_state=seed
+            )
+            train, val = next(splitter.split(positions, groups=groups))
+            return np.sort(train), np.sort(val)
+        stratify = self._stratify_labels(y_model)
+        try:
+            train, val = train_test_split(
+                positions,
+                test_size=self.validation_fraction,
+                random_state=seed,
+                stratify=stratify,
+            )
+        except ValueError:  # a class too small to stratify
+            train, val = train_test_split(
+                positions, test_size=self.validation_fraction, random_state=seed
+            )
+        return np.sort(train), np.sort(val)
+
+    def _stratify_labels(self, y_model: np.ndarray):
+        return None
+
+    def _fit_network(
+        self, design, y_model, sample_weight, offset, glm, groups, neighbor_cache
+    ) -> str | None:
+        rng = check_random_state(self.random_state)
+        seed = int(rng.randint(np.iinfo(np.int32).max))
+        train_pos, val_pos = self._split(y_model, design.shape[0], seed, groups)
+        # Read by GraphGLMSearchCV, which scores a trial on these rows.
+        self._validation_positions = val_pos
+        if len(train_pos) < 2:
+            return "too few training rows after the validation split"
+        rows = self._row_data(design, y_model, sample_weight, offset, glm, train_pos)
+        if groups is not None:
+            rows.group = torch.as_tensor(groups, device=self.device_)
+        train = rows.subset(torch.as_tensor(train_pos, device=self.device_))
+        val = None
+        if val_pos is not None and len(val_pos):
+            val = rows.subset(torch.as_tensor(val_pos, device=self.device_))
+        del rows  # the subsets are copies: free the full set before training
+        trainer = self._make_trainer(design.shape[1], train)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            result = trainer.fit(train, val, neighbor_cache=neighbor_cache)
+        self.history_ = result.history
+        if result.gain is not None:
+            self.validation_gain_ = result.gain
+            self.validation_gain_se_ = result.gain_se
+        self.n_iter_ = max(1, len([h for h in result.history if h["epoch"] > 0]))
+        if result.best is None:
+            return (
+                "the network did not beat the global GLM's validation deviance by "
+                "more than one standard error"
+            )
+        self.best_epoch_ = result.best.epoch
+        self._warn_if_still_improving()
+        self._fitted = FittedNetwork(
+            net=result.net,
+            graph=trainer.graph,
+            n_outputs=trainer.n_outputs,
+            precision=result.precision,
+            training=trainer.settings(),
+            rows=train,
+            states=result.states,
+            positions=train_pos,
+            index=result.index,
+        )
+        self.network_ = self._fitted.net
+        return None
+
+    def _warn_if_still_improving(self) -> None:
+        """ConvergenceWarning when max_epochs cut a still-improving training.
+
+        Early stopping would have gone on: the kept epoch is among the last
+        ``n_iter_no_change`` ones, as scikit-learn's iterative estimators warn
+        when they reach ``max_iter``.
+        """
+        if not self.early_stopping or self.n_iter_ < self.max_epochs:
+            return
+        if self.max_epochs - self.best_epoch_ < self.n_iter_no_change:
+            warnings.warn(
+                f"Training stopped at max_epochs={self.max_epochs} while the "
+                f"validation deviance was still improving (best epoch "
+                f"{self.best_epoch_}); raise max_epochs for a better fit.",
+                ConvergenceWarning,
+                # the user's fit: fit -> thread limit -> _fit -> _fit_network
+                stacklevel=6,
+            )
+
+    def _make_trainer(self, n_features: int, train: RowData) -> Trainer:
+        target_channels = 0 if train.targets is None else train.targets.shape[1]
+        net = NetConfig(
+            n_features,
+            (n_features + 1) * self._n_outputs,
+            hidden_channels=self.hidden_channels,
+            heads=self.heads,
+            num_layers=self.num_layers,
+            target_channels=target_channels,
+            dropout=self.dropout,
+            conv=self.conv,
+            message_passing=self.message_passing,
+        )
+        callbacks = list(self.callbacks or [])
+        if self.early_stopping:
+            callbacks.insert(0, EarlyStopping(self.n_iter_no_change, self.tol))
+        return Trainer(
+            net=net,
+            family=self.family_,
+            n_outputs=self._n_outputs,
+            graph=GraphConfig(
+                self.graph_space,
+                self.n_neighbors,
+                self.threshold,
+                self.graph_refresh,
+                self.graph_backend,
+            ),
+            learning_rate=self.learning_rate,
+            weight_decay=self.weight_decay,
+            local_penalty=self.local_penalty,
+            ema_decay=self.ema_decay,
+            max_epochs=self.max_epochs,
+            batch_size=self.batch_size,
+            precision=resolve_precision(self.precision, self.device_),
+            callbacks=callbacks,
+            verbose=self.verbose,
+        )
+
+    def _row_data(self, design, y_model, sample_weight, offset, glm, train_pos):
+        device = self.device_
+        # np.require copies read-only input (a pandas Series' values): torch
+        # warns on non-writable arrays.
+        as_tensor = lambda a: torch.as_tensor(  # noqa: E731
+            np.require(a, np.float32, ["C", "W"]), device=device
+        )
+        eta_global = self._global_eta(design, offset)
+        targets = None
+        if self.use_neighbor_targets:
+            targets = outcome_features(
+                self.family_, y_model, eta_global, sample_weight, train_pos
+            )
+        # The design is also the network's context: one tensor serves both.
+        matrix = as_tensor(design)
+        return RowData(
+            context=matrix,
+            design=matrix,
+            y=as_tensor(y_model),
+            weight=as_tensor(sample_weight),
+            eta_global=as_tensor(eta_global),
+            targets=None if targets is None else as_tensor(targets),
+        )
+
+    def _global_eta(self, design: np.ndarray, offset) -> np.ndarray:
+        glm = self.global_glm_
+        eta = design.astype(np.float64, copy=False) @ glm.coef.T + glm.intercept
+        if offset is not None:
+            eta = eta + offset[:, None]
+        return eta
+
+    # ------------------------------------------------------------- inference
+    def _design(self, X) -> np.ndarray:
+        check_is_fitted(self, "global_glm_")
+        X = self._validate_X(X, reset=False)
+        if X.shape[0] == 0:
+            raise ValueError("Found array with 0 sample(s); at least 1 is required.")
+        return self.preprocessor_.transform(X, dtype=np.float64)
+
+    def _to_user_units(self, theta: np.ndarray) -> np.ndarray:
+        """Map ``[..., intercept, slopes]`` on the design to the user's units."""
+        shift, scale = self.preprocessor_.design_scaling()
+        slopes = theta[..., 1:] / scale
+        intercept = theta[..., 0] - slopes @ shift
+        return np.concatenate([intercept[..., None], slopes], axis=-1)
+
+    def _global_theta_user(self) -> np.ndarray:
+        """The global GLM's ``[n_outputs, 1 + p]`` (intercept, slopes), user units."""
+        glm = self.global_glm_
+        theta = np.concatenate([glm.intercept[:, None], glm.coef], axis=1)
+        return self._to_user_units(theta)
+
+    @with_thread_limit
+    def _coefficients(self, design: np.ndarray, offset=None):
+        """Per-row (eta [n, n_outputs], theta [n, n_outputs, p + 1])."""
+        design = np.require(design, requirements=["W"])  # torch warns on read-only
+        offset = check_offset(offset, design.shape[0])
+        glm = self.global_glm_
+        theta_global = np.concatenate([glm.intercept[:, None], glm.coef], axis=1)
+        eta = self._global_eta(design, offset)
+        theta = np.broadcast_to(theta_global, (design.shape[0], *theta_global.shape))
+        if self.network_ is None:
+            return eta, theta.copy()
+        deltas = [
+            self._query(design[s : s + PREDICT_CHUNK])
+            for s in range(0, design.shape[0], PREDICT_CHUNK)
+        ]
+        delta = torch.cat(deltas).double()
+        rows = RowData(
+            context=None,
+            design=torch.as_tensor(design, dtype=torch.float64),
+            y=None,
+            weight=None,
+            eta_global=torch.as_tensor(eta),
+        )
+        eta_local, delta = linear_predictor(delta, rows, self._n_outputs)
+        eta_local = eta_local.reshape(eta.shape)
+        return eta_local.numpy(), theta + delta.numpy()
+
+    def _query(self, design_chunk: np.ndarray, **kwargs):
+        context = torch.as_tensor(
+            design_chunk, dtype=torch.float32, device=self._fitted.device
+        )
+        out = self._fitted.query(context, **kwargs)
+        if kwargs:
+            return out
+        return out.cpu()
+
+    def _linear_predictor(self, X, offset=None) -> np.ndarray:
+        if offset is None and getattr(self, "offset_used_", False):
+            # A warning, not an error: offset 0 (a rate per unit of exposure)
+            # is a valid prediction, and scikit-learn's tools call predict(X).
+            warnings.warn(
+                f"This {type(self).__name__} was fitted with an offset, and "
+                "predict got none: the predictions are for offset=0 (e.g. a rate "
+                "per unit of exposure). Pass offset= to predict with exposure.",
+                UserWarning,
+                stacklevel=3,
+            )
+        eta, _ = self._coefficients(self._design(X), offset)
+        return eta
+
+    def local_coef(self, X, offset=None) -> pd.DataFrame:
+        """Per-row GLM coefficients: the global GLM plus each row's deviation.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        offset : float or array-like of shape (n_samples,), default=None
+            Accepted for symmetry with ``predict``; it does not change coefficients.
+
+        Returns
+        -------
+        DataFrame of shape (n_samples, n_terms)
+            Columns ``intercept`` and the design's feature names; for the
+            multinomial family a (class, term) column MultiIndex.
+        """
+        design = self._design(X)
+        _, theta = self._coefficients(design, offset)
+        theta = self._to_user_units(theta)
+        terms = ["intercept", *self.feature_names_out_]
+        index = X.index if hasattr(X, "index") else None
+        if self._n_outputs == 1:
+            return pd.DataFrame(theta[:, 0, :], columns=terms, index=index)
+        columns = pd.MultiIndex.from_product(
+            [list(self.classes_), terms], names=["class", "term"]
+        )
+        return pd.DataFrame(
+            theta.reshape(theta.shape[0], -1), columns=columns, index=index
+        )
+
+    @with_thread_limit
+    def explain(self, X) -> pd.DataFrame:
+        """The training rows each row attended to, with attention weights.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+
+        Returns
+        -------
+        DataFrame
+            One line per (row, neighbour): ``row`` (X's index, or position),
+            ``neighbor`` (the training row's index in the training data, or its
+            position), ``rank``, ``similarity`` and ``attention`` (last layer,
+            mean over heads), sorted by row then rank. Empty when the fitted
+            model is the global GLM.
+        """
+        design = self._design(X)
+        row_labels = self._row_labels(X)
+        columns = ["row", "neighbor", "rank", "similarity", "attention"]
+        if self.network_ is None:
+            return pd.DataFrame(columns=columns)
+        frames = []
+        for start in range(0, design.shape[0], PREDICT_CHUNK):
+            chunk = design[start : start + PREDICT_CHUNK]
+            (_, (edge_index, alpha)), graph = self._query(
+                chunk, return_graph=True, return_attention=True
+            )
+            src, dst = edge_index.cpu().numpy()
+            rank = graph.mask.cumsum(dim=1)[graph.mask].cpu().numpy() - 1
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "row": row_labels[start + dst],
+                        "neighbor": self._train_index[self._fitted.positions[src]],
+                        "rank": rank,
+                        "similarity": graph.similarities[graph.mask].cpu().numpy(),
+                        "attention": alpha.mean(dim=1).cpu().numpy(),
+                    }
+                )
+            )
+        return pd.concat(frames, ignore_index=True)[columns]
+
+    @staticmethod
+    def _row_labels(X) -> np.ndarray:
+        if hasattr(X, "index"):
+            return np.asarray(X.index)
+        return np.arange(X.shape[0])
+
+    def coef_table(
+        self,
+        X,
+        y,
+        sample_weight=None,
+        offset=None,
+        cov_type: str = "fisher",
+        alpha: float = 0.05,
+        weights: str = "variance",
+    ) -> pd.DataFrame:
+        """The global GLM's coefficients with standard errors, z, p and CIs.
+
+        See :func:`autoglm_graph.explain.coef_table`.
+
+        Parameters
+        ----------
+        X, y, sample_weight, offset
+            The data of the fit (the estimator does not keep its design).
+        cov_type : {"fisher", "sandwich"}, default="fisher"
+        alpha : float, default=0.05
+            Level of the confidence intervals (not the L2 penalty).
+        weights : {"variance", "frequency"}, default="variance"
+            What ``sample_weight`` means for the standard errors
+            (statsmodels' ``var_weights`` or ``freq_weights``).
+
+        Returns
+        -------
+        DataFrame
+            ``coef``, ``std_err``, ``z``, ``p_value``, ``ci_lower``,
+            ``ci_upper`` per term.
+        """
+        from .explain import coef_table
+
+        return coef_table(
+            self,
+            X,
+            y,
+            sample_weight,
+            offset,
+            cov_type=cov_type,
+            alpha=alpha,
+            weights=weights,
+        )
+
+    def local_coef_summary(self, X, offset=None) -> pd.DataFrame:
+        """How the per-row coefficients vary over the rows of X, per term.
+
+        See :func:`autoglm_graph.explain.local_coef_summary`.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        offset : float or array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        DataFrame
+            ``global``, ``mean``, ``sd``, quantiles and
+            ``opposite_sign_share`` per term.
+        """
+        from .explain import local_coef_summary
+
+        return local_coef_summary(self, X, offset)
+
+    # ---------------------------------------------------------- persistence
+    def save(self, path):
+        """Save the fitted model without pickle; read it with ``autoglm_graph.load``.
+
+        See :func:`autoglm_graph.io.save_model`: safetensors and JSON (and
+        skops for the preprocessing), in a directory or a ``.zip`` file.
+
+        Parameters
+        ----------
+        path : str or path-like
+            A directory, or a file whose name ends in ``.zip``.
+
+        Returns
+        -------
+        pathlib.Path
+            The path written.
+        """
+        from .io import save_model
+
+        return save_model(self, path)
+
+    def _restore(self, global_glm, train_index, network: FittedNetwork | None):
+        """Set the fitted state that a saved model's reader rebuilt (the
+        public attributes aside): the global GLM, the training rows' labels
+        and the fitted network."""
+        self.global_glm_ = global_glm
+        self._set_global_coefficients(global_glm)
+        self._train_index = train_index
+        self._fitted = network
+        self._validation_positions = None  # not saved: only a search reads it
+        self.network_ = None if network is None else network.net
+
+    def __getstate__(self):
+        # The fitted network pickles through its state() (tensors on the CPU);
+        # network_ is its net, restored with it.
+        state = self.__dict__.copy()
+        if state.get("_fitted") is not None:
+            state["network_"] = None
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        if "device_" in state:
+            try:
+                self.device_ = resolve_device(self.device)
+            except ValueError:  # e.g. fitted on a GPU, loaded where there is none
+                self.device_ = torch.device("cpu")
+        if getattr(self, "_fitted", None) is not None:
+            self._fitted = self._fitted.to(self.device_)
+            self.network_ = self._fitted.net
+
+
+def _group_codes(groups, n_samples: int) -> np.ndarray | None:
+    """Integer codes of ``groups`` (None passes through), checked for length."""
+    if groups is None:
+        return None
+    groups = np.asarray(groups)
+    if groups.ndim != 1 or groups.shape[0] != n_samples:
+        raise ValueError(
+            f"groups must be a 1-d array with one value per row ({n_samples}); "
+            f"got shape {groups.shape}."
+        )
+    return np.unique(groups, return_inverse=True)[1]
+
+
+def outcome_features(
+    family: Family,
+    y: np.ndarray,
+    eta_global: np.ndarray,
+    sample_weight: np.ndarray,
+    train_pos: np.ndarray,
+) -> np.ndarray:
+    """What a training row's messages say about its outcome, standardised.
+
+    Two blocks: the family's ``outcome_transform`` of the target (the log,
+    smoothed so that log(0) is finite, under the log link; one-hot classes for
+    multinomial) and its ``residual`` under the global GLM (Pearson; y - mu for
+    multinomial). Standardised with the training rows' weighted moments.
+    """
+    y2 = y.reshape(len(y), -1).astype(np.float64)
+    eta = torch.as_tensor(eta_global if y2.shape[1] > 1 else eta_global[:, 0])
+    mu = family.inverse_link(eta).numpy().reshape(len(y), -1)
+    transformed = family.outcome_transform(y2, train_pos, sample_weight)
+    features = np.concatenate([transformed, family.residual(y2, mu)], axis=1)
+    weights = sample_weight[train_pos]
+    mean = np.average(features[train_pos], axis=0, weights=weights)
+    std = np.sqrt(
+        np.average((features[train_pos] - mean) ** 2, axis=0, weights=weights)
+    )
+    return (features - mean) / np.where(std > 1e-12, std, 1.0)

@@ -1,0 +1,227 @@
+"""The objective of :class:`~autoglm_graph.GraphGLMSearchCV`: one trial's fit and score.
+
+As optuna_integration's scikit-learn search does, the objective is a small
+callable object: the study calls it with a trial; it suggests the trial's
+parameters, fits a clone of the estimator (sharing the search's neighbour
+cache, with a pruning callback) and returns the score, greater is better
+(negated deviances). It also keeps the best ``cv=None`` trial's fitted
+estimator, so that the search need not refit it.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import optuna
+import torch
+from sklearn.base import clone, is_classifier
+from sklearn.metrics import check_scoring, log_loss
+from sklearn.utils import _safe_indexing
+
+from ._base import _BaseGraphGLM
+from ._optuna import OptunaPruningCallback, _suggest
+from .families import Family
+from .graph import NeighborCache
+
+__all__ = ["CAUGHT", "TrialObjective"]
+
+#: Errors that fail a trial, not the search.
+CAUGHT = (ValueError, FloatingPointError)
+
+
+class _Data:
+    """The arrays of a fit, with row subsetting (X may be a DataFrame)."""
+
+    def __init__(self, X, y, sample_weight, offset, groups) -> None:
+        self.X, self.y = X, np.asarray(y)
+        self.sample_weight = _as_optional(sample_weight)
+        self.offset = _as_optional(offset)
+        self.groups = None if groups is None else np.asarray(groups)
+
+    def take(self, rows) -> _Data:
+        pick = lambda a: None if a is None else a[rows]  # noqa: E731
+        return _Data(
+            _safe_indexing(self.X, rows),
+            self.y[rows],
+            pick(self.sample_weight),
+            pick(self.offset),
+            pick(self.groups),
+        )
+
+    def fit(self, est: _BaseGraphGLM, neighbor_cache=None) -> _BaseGraphGLM:
+        """``est.fit`` on these rows; with ``neighbor_cache`` shared (one
+        input-space search serves trials that differ only in k or threshold)."""
+        fit = est.fit if neighbor_cache is None else est._fit
+        kwargs = {} if neighbor_cache is None else {"neighbor_cache": neighbor_cache}
+        return fit(
+            self.X,
+            self.y,
+            sample_weight=self.sample_weight,
+            offset=self.offset,
+            groups=self.groups,
+            **kwargs,
+        )
+
+
+def _as_optional(a):
+    return None if a is None else np.asarray(a, dtype=np.float64)
+
+
+class TrialObjective:
+    """``objective(trial) -> score`` of a search over ``space``.
+
+    Parameters
+    ----------
+    estimator : GraphGLMRegressor or GraphGLMClassifier
+        The estimator whose clones the trials fit.
+    space : dict of str to optuna distribution
+    data : _Data
+        The rows of the search.
+    folds : list of (train, test) or None
+        Cross-validation folds; None scores a trial by the validation
+        deviance of its early stopping.
+    random_state : int
+        Every trial's estimator ``random_state`` (the study's shared one).
+    neighbor_cache : NeighborCache
+        Input-space searches shared by the trials.
+    reference_family : Family or None
+        The family the deviances are compared under (regressors).
+    scoring : str, callable or None
+        scikit-learn scoring of a fold (cross-validation only).
+    keep_best : bool
+        Keep the best ``cv=None`` trial's fitted estimator (``best``).
+    """
+
+    def __init__(
+        self,
+        estimator: _BaseGraphGLM,
+        space: dict,
+        data: _Data,
+        folds,
+        *,
+        random_state: int,
+        neighbor_cache: NeighborCache,
+        reference_family: Family | None,
+        scoring=None,
+        keep_best: bool = False,
+    ) -> None:
+        self.estimator = estimator
+        self.space = space
+        self.data = data
+        self.folds = folds
+        self.random_state = random_state
+        self.neighbor_cache = neighbor_cache
+        self.reference_family = reference_family
+        self.scoring = scoring
+        self.keep_best = keep_best
+        #: ``(trial number, score, fitted estimator)`` of the best kept trial.
+        self.best: tuple[int, float, _BaseGraphGLM] | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, trial) -> float:
+        params = {
+            name: _suggest(trial, name, dist) for name, dist in self.space.items()
+        }
+        est = self.make_estimator(params)
+        if est.hidden_channels % est.heads:
+            raise optuna.TrialPruned(
+                f"heads={est.heads} does not divide hidden_channels="
+                f"{est.hidden_channels}."
+            )
+        try:
+            if self.folds is None:
+                est = self.fit(est, self.data, trial)
+                score, global_score = self._validation_scores(est)
+                trial.set_user_attr("is_global_only", bool(est.is_global_only_))
+                trial.set_user_attr("n_iter", int(est.n_iter_))
+            else:
+                score = self.cv_score(est, trial)
+                global_score = None
+        except CAUGHT as exc:
+            trial.set_user_attr("fail_reason", f"{type(exc).__name__}: {exc}")
+            raise
+        if global_score is not None:
+            trial.set_user_attr("global_score", global_score)
+        if self.folds is None and self.keep_best:
+            self._keep_if_best(trial.number, score, est)
+        return score
+
+    def make_estimator(self, params: dict) -> _BaseGraphGLM:
+        """A clone of the estimator with ``params`` and the shared seed."""
+        est = clone(self.estimator)
+        return est.set_params(**params, random_state=self.random_state)
+
+    def fit(self, est, data: _Data, trial=None) -> _BaseGraphGLM:
+        """Fit with the shared neighbour cache (and pruning), then clean up."""
+        callbacks = est.callbacks
+        if trial is not None:
+            est.set_params(callbacks=[*(callbacks or []), OptunaPruningCallback(trial)])
+        try:
+            return data.fit(est, neighbor_cache=self.neighbor_cache)
+        finally:
+            est.set_params(callbacks=callbacks)
+
+    def cv_score(self, est, trial=None) -> float:
+        """Mean score of ``est``'s clones over the folds (the first one prunes)."""
+        data, scores = self.data, []
+        for i, (train, test) in enumerate(self.folds):
+            fold = self.fit(clone(est), data.take(train), trial if i == 0 else None)
+            scores.append(self._score_fold(fold, data.take(test)))
+        return float(np.mean(scores))
+
+    def _keep_if_best(self, number: int, score: float, est) -> None:
+        with self._lock:  # greater is better
+            if self.best is None or score > self.best[1]:
+                self.best = (number, score, est)
+
+    def _validation_scores(self, est) -> tuple[float, float]:
+        """(kept model, global GLM) negated validation deviance of a cv=None
+        trial (greater is better)."""
+        history = est.history_
+        if not history or history[0].get("epoch") != 0:
+            raise ValueError(
+                "The trial has no validation deviance (the fit trained no "
+                f"network: {est.global_only_reason_}); cv=None cannot score it."
+            )
+        if "power" in self.space:  # deviances under different powers do not compare
+            model, glm = self._reference_validation_scores(est)
+            return -model, -glm
+        global_score = -float(history[0]["val_deviance"])
+        if est.is_global_only_:
+            return global_score, global_score
+        kept = next(h for h in history if h["epoch"] == est.best_epoch_)
+        return -float(kept["val_deviance"]), global_score
+
+    def _reference_validation_scores(self, est) -> tuple[float, float]:
+        """Validation deviances under the reference family (its power)."""
+        rows = self.data.take(est._validation_positions)  # early stopping's rows
+        family = self.reference_family
+        model = _deviance(family, est.predict(rows.X, offset=rows.offset), rows)
+        design = est.preprocessor_.transform(rows.X)
+        eta = est._global_eta(design, rows.offset)[:, 0]
+        glm_mu = est.family_.inverse_link(torch.as_tensor(eta)).numpy()
+        return model, _deviance(family, glm_mu, rows)
+
+    def _score_fold(self, est, rows: _Data) -> float:
+        if self.scoring is not None:
+            scorer = check_scoring(est, self.scoring)
+            if rows.sample_weight is None:
+                return float(scorer(est, rows.X, rows.y))
+            return float(scorer(est, rows.X, rows.y, sample_weight=rows.sample_weight))
+        if is_classifier(est):  # negated, as scikit-learn's "neg_log_loss"
+            proba = est.predict_proba(rows.X, offset=rows.offset)
+            return -float(
+                log_loss(
+                    rows.y, proba, labels=est.classes_, sample_weight=rows.sample_weight
+                )
+            )
+        mu = est.predict(rows.X, offset=rows.offset)
+        return -_deviance(self.reference_family, mu, rows)
+
+
+def _deviance(family, mu: np.ndarray, rows: _Data) -> float:
+    eta = family.link(torch.as_tensor(mu, dtype=torch.float64))
+    y = torch.as_tensor(rows.y, dtype=torch.float64)
+    w = None if rows.sample_weight is None else torch.as_tensor(rows.sample_weight)
+    return float(family.deviance(y, eta, w))
