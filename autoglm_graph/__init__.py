@@ -32,7 +32,9 @@ _EXPORTS = {
     "auto_fit": ("search", "auto_fit"),
     "cosine_topk": ("graph", "cosine_topk"),
     "get_family": ("families", "get_family"),
+    "gini": ("metrics", "gini"),
     "load": ("io", "load_model"),
+    "lorenz_curve": ("metrics", "lorenz_curve"),
     "recall_at_k": ("graph", "recall_at_k"),
 }
 #: Submodules reachable as attributes after ``import autoglm_graph``, as when
@@ -46,6 +48,7 @@ _SUBMODULES = (
     "fused",
     "graph",
     "io",
+    "metrics",
     "modules",
     "plotting",
     "preprocessing",
@@ -66,7 +69,9 @@ __all__ = [
     "auto_fit",
     "cosine_topk",
     "get_family",
+    "gini",
     "load",
+    "lorenz_curve",
     "recall_at_k",
 ]
 
@@ -91,5 +96,6 @@ if TYPE_CHECKING:  # static analysers and IDEs see the names directly
     from .families import Family, get_family
     from .graph import CosineNeighbors, NeighborGraph, cosine_topk, recall_at_k
     from .io import load_model as load
+    from .metrics import gini, lorenz_curve
     from .preprocessing import TabularPreprocessor
     from .search import GraphGLMSearchCV, OptunaPruningCallback, auto_fit
