@@ -24,7 +24,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from ._glm import fit_global_glm, fit_negative_binomial
+from ._glm import balance_glm, fit_global_glm, fit_negative_binomial
 from ._threads import with_thread_limit
 from ._validation import (
     PRECISIONS,
@@ -276,6 +276,7 @@ class _BaseGraphGLM(BaseEstimator):
             )
         self.is_global_only_ = reason is not None
         self.global_only_reason_ = reason
+        self.balance_correction_ = self._balance(design, y_model, sample_weight, offset)
         if reason is not None and self.verbose:
             print(
                 f"{type(self).__name__}: the fitted model is the global GLM ({reason})."
@@ -283,6 +284,24 @@ class _BaseGraphGLM(BaseEstimator):
         self._train_index = self._row_labels(X)
         self.offset_used_ = offset is not None  # predict warns when it is missing
         return self
+
+    def _balance(self, design, y_model, sample_weight, offset) -> float:
+        """Shift the intercept so that the fit reproduces the observed total.
+
+        Applies :func:`~autoglm_graph._glm.balance_glm` on all the rows passed
+        to ``fit`` (the validation split included); returns the shift, 0.0 when
+        ``balance`` is off or the link has no correction.
+        """
+        if not getattr(self, "balance", False):
+            return 0.0
+        if not self.family_.has_balance_correction:
+            return 0.0
+        eta, _ = self._coefficients(design, offset)
+        self.global_glm_, shift = balance_glm(
+            self.global_glm_, self.family_, y_model, eta[:, 0], sample_weight
+        )
+        self._set_global_coefficients(self.global_glm_)
+        return shift
 
     def _theta_by_ml(self) -> bool:
         """Whether the negative binomial theta is estimated (``theta=None``)."""
@@ -954,6 +973,22 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
         ``glm.nb`` reports ``1 / theta``; statsmodels calls it ``alpha``).
         None estimates it by maximum likelihood, alternating with the GLM as
         ``MASS::glm.nb`` does (``theta_``); a float keeps it fixed.
+    balance : bool, default=True
+        The balance property of actuarial pricing: after fitting, shift the
+        intercept so that the fitted model (network included) reproduces the
+        observed total on the rows passed to ``fit``, all of them (the early
+        stopping split included), ``sum(w * predict(X, offset)) == sum(w * y)``
+        to rounding error. For the log link (poisson, gamma, tweedie with
+        ``power >= 1``, negative_binomial) the shift is
+        ``log(sum(w * y) / sum(w * mu))``, for the identity link (gaussian,
+        tweedie with ``power=0``) ``sum(w * (y - mu)) / sum(w)``; the logit link
+        (binomial proportions) is left as fitted. A Poisson or gaussian GLM
+        with an intercept is balanced already; the gamma, tweedie and negative
+        binomial GLMs (and a network on top of any) generally are not, so with
+        ``balance=True`` their ``intercept_`` differs slightly from the maximum
+        likelihood one; ``balance=False`` keeps the fit as trained (the exact
+        GLM when the network is off). The shift is ``balance_correction_``;
+        ``intercept_``, ``predict``, ``local_coef`` and ``coef_table`` include it.
     {_COMMON_PARAMS_DOC}
     Attributes
     ----------
@@ -964,6 +999,9 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
     theta_ : float
         The negative binomial theta used (estimated when ``theta=None``);
         only for ``family="negative_binomial"``.
+    balance_correction_ : float
+        The shift added to the intercept by ``balance`` (0.0 when off or not
+        applicable).
     {_COMMON_ATTRIBUTES_DOC}
     Examples
     --------
@@ -981,6 +1019,7 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
         family: str | Family = "gaussian",
         power: float = 1.5,
         theta: float | None = None,
+        balance: bool = True,
         alpha: float = 1e-4,
         n_neighbors: int = 16,
         threshold: float = 0.0,
@@ -1014,6 +1053,7 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
         self.family = family
         self.power = power
         self.theta = theta
+        self.balance = balance
         super().__init__(
             alpha=alpha,
             n_neighbors=n_neighbors,
@@ -1047,6 +1087,10 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
         )
 
     _n_outputs = 1
+
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        check_option("balance", self.balance, (True, False))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

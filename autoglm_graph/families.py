@@ -147,6 +147,47 @@ class Family:
         """Map the linear predictor ``eta`` to the mean ``mu``."""
         return _LINKS[self.link_name][1](eta)
 
+    @property
+    def has_balance_correction(self) -> bool:
+        """Whether a shift of the intercept can restore the balance property.
+
+        With a log link, adding ``c`` to every linear predictor scales every
+        mean by ``exp(c)``; with the identity link it adds ``c``. One ``c``
+        then makes ``sum(w * mu) = sum(w * y)`` exactly (see
+        :meth:`balance_shift`). Logit and softmax links have no such closed
+        form and no correction.
+        """
+        return self.link_name in ("log", "identity")
+
+    def balance_shift(
+        self, y: np.ndarray, mu: np.ndarray, sample_weight: np.ndarray
+    ) -> float:
+        """The intercept shift ``c`` after which ``sum(w * mu) = sum(w * y)``.
+
+        ``log(sum(w * y) / sum(w * mu))`` for the log link,
+        ``sum(w * (y - mu)) / sum(w)`` for the identity link.
+
+        Parameters
+        ----------
+        y, mu, sample_weight : ndarray of shape (n_samples,)
+            Targets, fitted means (offset included) and row weights.
+
+        Returns
+        -------
+        float
+        """
+        if not self.has_balance_correction:
+            raise ValueError(
+                f"{self._label()} with the {self.link_name} link has no balance "
+                "correction (it needs the log or identity link)."
+            )
+        y, mu, w = (
+            np.asarray(a, dtype=np.float64).reshape(-1) for a in (y, mu, sample_weight)
+        )
+        if self.link_name == "log":
+            return float(np.log(np.sum(w * y) / np.sum(w * mu)))
+        return float(np.sum(w * (y - mu)) / np.sum(w))
+
     # -------------------------------------------------------------- deviance
     def unit_deviance(self, y: Tensor, eta: Tensor) -> Tensor:
         """Deviance of each row, computed from the linear predictor.
