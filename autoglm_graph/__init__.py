@@ -33,6 +33,7 @@ _EXPORTS = {
     "cosine_topk": ("graph", "cosine_topk"),
     "get_family": ("families", "get_family"),
     "gini": ("metrics", "gini"),
+    "heterogeneity_test": ("heterogeneity", "heterogeneity_test"),
     "load": ("io", "load_model"),
     "lorenz_curve": ("metrics", "lorenz_curve"),
     "recall_at_k": ("graph", "recall_at_k"),
@@ -47,6 +48,7 @@ _SUBMODULES = (
     "families",
     "fused",
     "graph",
+    "heterogeneity",
     "io",
     "metrics",
     "modules",
@@ -70,6 +72,7 @@ __all__ = [
     "cosine_topk",
     "get_family",
     "gini",
+    "heterogeneity_test",
     "load",
     "lorenz_curve",
     "recall_at_k",
@@ -95,6 +98,7 @@ if TYPE_CHECKING:  # static analysers and IDEs see the names directly
     from .estimators import GraphGLMClassifier, GraphGLMRegressor
     from .families import Family, get_family
     from .graph import CosineNeighbors, NeighborGraph, cosine_topk, recall_at_k
+    from .heterogeneity import heterogeneity_test
     from .io import load_model as load
     from .metrics import gini, lorenz_curve
     from .preprocessing import TabularPreprocessor
