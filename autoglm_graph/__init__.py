@@ -32,7 +32,10 @@ _EXPORTS = {
     "auto_fit": ("search", "auto_fit"),
     "cosine_topk": ("graph", "cosine_topk"),
     "get_family": ("families", "get_family"),
+    "gini": ("metrics", "gini"),
+    "heterogeneity_test": ("heterogeneity", "heterogeneity_test"),
     "load": ("io", "load_model"),
+    "lorenz_curve": ("metrics", "lorenz_curve"),
     "recall_at_k": ("graph", "recall_at_k"),
 }
 #: Submodules reachable as attributes after ``import autoglm_graph``, as when
@@ -45,7 +48,9 @@ _SUBMODULES = (
     "families",
     "fused",
     "graph",
+    "heterogeneity",
     "io",
+    "metrics",
     "modules",
     "plotting",
     "preprocessing",
@@ -66,7 +71,10 @@ __all__ = [
     "auto_fit",
     "cosine_topk",
     "get_family",
+    "gini",
+    "heterogeneity_test",
     "load",
+    "lorenz_curve",
     "recall_at_k",
 ]
 
@@ -90,6 +98,8 @@ if TYPE_CHECKING:  # static analysers and IDEs see the names directly
     from .estimators import GraphGLMClassifier, GraphGLMRegressor
     from .families import Family, get_family
     from .graph import CosineNeighbors, NeighborGraph, cosine_topk, recall_at_k
+    from .heterogeneity import heterogeneity_test
     from .io import load_model as load
+    from .metrics import gini, lorenz_curve
     from .preprocessing import TabularPreprocessor
     from .search import GraphGLMSearchCV, OptunaPruningCallback, auto_fit

@@ -26,7 +26,7 @@ from sklearn.utils.validation import (
 )
 
 from ._fitted import FittedNetwork
-from ._glm import fit_global_glm, fit_negative_binomial
+from ._glm import balance_glm, fit_global_glm, fit_negative_binomial
 from ._threads import with_thread_limit
 from ._validation import (
     PRECISIONS,
@@ -284,6 +284,7 @@ class _BaseGraphGLM(BaseEstimator):
             )
         self.is_global_only_ = reason is not None
         self.global_only_reason_ = reason
+        self.balance_correction_ = self._balance(design, y_model, sample_weight, offset)
         if reason is not None and self.verbose:
             print(
                 f"{type(self).__name__}: the fitted model is the global GLM ({reason})."
@@ -291,6 +292,25 @@ class _BaseGraphGLM(BaseEstimator):
         self._train_index = self._row_labels(X)
         self.offset_used_ = offset is not None  # predict warns when it is missing
         return self
+
+    def _balance(self, design, y_model, sample_weight, offset) -> float:
+        """Shift the intercept so that the fit reproduces the observed total.
+
+        Applies :func:`~autoglm_graph._glm.balance_glm` on all the rows passed
+        to ``fit`` (the validation split included); returns the shift, 0.0 when
+        ``balance`` is off or does not apply (see ``GraphGLMRegressor``).
+        """
+        balance = getattr(self, "balance", False)  # the classifier has none
+        if balance is False or not self.family_.has_balance_correction:
+            return 0.0
+        if balance == "auto" and not self.family_.canonical_link:
+            return 0.0  # the maximum likelihood GLM stays as scikit-learn's
+        eta, _ = self._coefficients(design, offset)
+        self.global_glm_, shift = balance_glm(
+            self.global_glm_, self.family_, y_model, eta[:, 0], sample_weight
+        )
+        self._set_global_coefficients(self.global_glm_)
+        return shift
 
     @property
     def _n_outputs(self) -> int:

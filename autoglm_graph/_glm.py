@@ -18,7 +18,7 @@ stopped on the same gradient tolerance.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -67,6 +67,50 @@ class GlobalGLM:
         if offset is not None:
             eta = eta + offset.reshape(-1, 1)
         return eta
+
+
+def balance_glm(
+    glm: GlobalGLM,
+    family: Family,
+    y: np.ndarray,
+    eta: np.ndarray,
+    sample_weight: np.ndarray,
+) -> tuple[GlobalGLM, float]:
+    """The GLM with its intercept shifted so the fitted model is balanced.
+
+    ``eta`` is the final model's linear predictor (offset, network and all)
+    on the rows of the fit. Shifting the intercept by the family's
+    :meth:`~autoglm_graph.families.Family.balance_shift` ``c`` shifts every
+    row's ``eta`` by ``c`` (the network's deviations do not depend on the
+    intercept), after which ``sum(w * mu) = sum(w * y)`` on those rows to
+    rounding error. A Poisson GLM with an intercept is balanced already
+    (``c`` is of the order of the solver's tolerance); the gamma, Tweedie
+    and negative binomial GLMs, and any model with a network, generally are
+    not.
+
+    Parameters
+    ----------
+    glm : GlobalGLM
+        A single-output GLM (the regressor's).
+    family : Family
+        Its family; ``family.has_balance_correction`` must be true.
+    y, eta, sample_weight : ndarray of shape (n_samples,)
+
+    Returns
+    -------
+    glm : GlobalGLM
+        A copy with ``intercept + c``.
+    c : float
+    """
+    mu = family.inverse_link(torch.as_tensor(eta, dtype=torch.float64)).numpy()
+    shift = family.balance_shift(y, mu, sample_weight)
+    if not np.isfinite(shift):
+        raise ValueError(
+            f"The balance correction is not finite (c={shift}): sum(w * mu) or "
+            "sum(w * y) is 0 or overflows; pass balance=False."
+        )
+    balanced = replace(glm, intercept=np.asarray(glm.intercept, float) + shift)
+    return balanced, shift
 
 
 class _Objective:

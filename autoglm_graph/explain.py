@@ -131,6 +131,11 @@ def coef_table(
     family = estimator.family_
     X1 = np.column_stack([np.ones(n), design])  # intercept first
     params = np.concatenate([glm.intercept[:, None], glm.coef], axis=1)  # [K, p+1]
+    # The standard errors are those of the GLM as solved: the balance shift
+    # (``balance=True``) moves the intercept off its optimum, and is added back
+    # to the reported intercept below.
+    correction = getattr(estimator, "balance_correction_", 0.0)
+    params[:, 0] -= correction
     eta = X1 @ params.T + (0.0 if offset is None else offset[:, None])
     if family.multi_output:
         score_eta, info_eta = _multinomial_parts(y_model, eta)
@@ -173,6 +178,7 @@ def coef_table(
     block = np.diag(np.r_[1.0, 1.0 / scale])
     block[0, 1:] = -shift / scale
     jacobian = linalg.block_diag(*([block] * K))
+    params[:, 0] += correction
     coef = jacobian @ params.ravel()
     cov = jacobian @ cov @ jacobian.T
     return _table(estimator, coef, cov, alpha, dispersion, cov_type)

@@ -147,6 +147,47 @@ class Family:
         """Map the linear predictor ``eta`` to the mean ``mu``."""
         return _LINKS[self.link_name][1](eta)
 
+    @property
+    def has_balance_correction(self) -> bool:
+        """Whether a shift of the intercept can restore the balance property.
+
+        With a log link, adding ``c`` to every linear predictor scales every
+        mean by ``exp(c)``; with the identity link it adds ``c``. One ``c``
+        then makes ``sum(w * mu) = sum(w * y)`` exactly (see
+        :meth:`balance_shift`). Logit and softmax links have no such closed
+        form and no correction.
+        """
+        return self.link_name in ("log", "identity")
+
+    def balance_shift(
+        self, y: np.ndarray, mu: np.ndarray, sample_weight: np.ndarray
+    ) -> float:
+        """The intercept shift ``c`` after which ``sum(w * mu) = sum(w * y)``.
+
+        ``log(sum(w * y) / sum(w * mu))`` for the log link,
+        ``sum(w * (y - mu)) / sum(w)`` for the identity link.
+
+        Parameters
+        ----------
+        y, mu, sample_weight : ndarray of shape (n_samples,)
+            Targets, fitted means (offset included) and row weights.
+
+        Returns
+        -------
+        float
+        """
+        if not self.has_balance_correction:
+            raise ValueError(
+                f"{self._label()} with the {self.link_name} link has no balance "
+                "correction (it needs the log or identity link)."
+            )
+        y, mu, w = (
+            np.asarray(a, dtype=np.float64).reshape(-1) for a in (y, mu, sample_weight)
+        )
+        if self.link_name == "log":
+            return float(np.log(np.sum(w * y) / np.sum(w * mu)))
+        return float(np.sum(w * (y - mu)) / np.sum(w))
+
     # -------------------------------------------------------------- deviance
     def unit_deviance(self, y: Tensor, eta: Tensor) -> Tensor:
         """Deviance of each row, computed from the linear predictor.
@@ -201,6 +242,12 @@ class Family:
     #: (n - rank), as statsmodels does); else it is 1 (poisson, binomial,
     #: multinomial, negative binomial with its theta).
     estimated_dispersion: bool = False
+    #: Whether the link is the family's canonical one (gaussian identity,
+    #: poisson log, binomial logit, tweedie power 0 or 1). Then the score
+    #: equation of the intercept is ``sum(w * (y - mu)) = 0``: the maximum
+    #: likelihood GLM is balanced already, and the balance shift of a network
+    #: on top leaves the GLM itself exact (``balance="auto"``).
+    canonical_link: bool = False
 
     @property
     def positive_only(self) -> bool:
@@ -295,6 +342,7 @@ class GaussianFamily(Family):
 
     name = "gaussian"
     estimated_dispersion = True
+    canonical_link = True
 
     def unit_deviance(self, y: Tensor, eta: Tensor) -> Tensor:
         return (_flat(y) - _flat(eta)) ** 2
@@ -314,6 +362,7 @@ class BinomialFamily(Family):
 
     name = "binomial"
     link_name = "logit"
+    canonical_link = True
     y_range_text = "0 <= y <= 1"
     _y_low, _y_high = 0.0, 1.0
     is_classification = True
@@ -347,6 +396,7 @@ class MultinomialFamily(Family):
 
     name = "multinomial"
     link_name = "softmax"
+    canonical_link = True
     is_classification = True
     multi_output = True
     y_range_text = (
@@ -426,6 +476,7 @@ class PoissonFamily(Family):
 
     name = "poisson"
     link_name = "log"
+    canonical_link = True
     y_range_text = "y >= 0"
     _y_low = 0.0
 
@@ -482,6 +533,7 @@ class TweedieFamily(Family):
         self.power = float(power)
         p = self.power
         self.link_name = "identity" if p == 0 else "log"
+        self.canonical_link = p in (0.0, 1.0)  # gaussian, poisson
         if p == 0:
             self.y_range_text = "y is any real number"
         elif p < 2:

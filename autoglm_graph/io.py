@@ -218,7 +218,12 @@ def _model_state(model) -> tuple[dict, dict[str, torch.Tensor]]:
     }
     if hasattr(model, "feature_names_in_"):
         fitted["feature_names_in_"] = [str(n) for n in model.feature_names_in_]
-    for key in ("best_epoch_", "validation_gain_", "validation_gain_se_"):
+    for key in (
+        "best_epoch_",
+        "validation_gain_",
+        "validation_gain_se_",
+        "balance_correction_",
+    ):
         if hasattr(model, key):
             fitted[key] = _plain(getattr(model, key))
     if hasattr(model, "classes_"):
@@ -469,7 +474,7 @@ def _build(config: dict, tensors: dict[str, torch.Tensor], preprocessor):
     model.offset_used_ = _bool(fitted["offset_used_"], "offset_used_")
     if "best_epoch_" in fitted:
         model.best_epoch_ = _int(fitted["best_epoch_"], "best_epoch_", low=0)
-    for key in ("validation_gain_", "validation_gain_se_"):
+    for key in ("validation_gain_", "validation_gain_se_", "balance_correction_"):
         if key in fitted:
             setattr(model, key, _number(fitted[key], key))
     train_index = (

@@ -9,6 +9,8 @@ is created when ``ax`` is None):
 
 - :func:`plot_local_coef`: the spread of the per-row coefficients of each
   feature, against the global GLM's coefficient.
+- :func:`plot_coefficient_map`: a per-row coefficient (or the model's linear
+  predictor) against the global GLM's, over two coordinate columns (a map).
 - :func:`plot_neighborhood`: the training rows one row attended to, with their
   attention weights and similarities.
 - :func:`plot_history`: train and validation deviance per epoch, the kept epoch
@@ -30,6 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
 
 __all__ = [
+    "plot_coefficient_map",
     "plot_history",
     "plot_local_coef",
     "plot_neighborhood",
@@ -174,6 +177,111 @@ def plot_local_coef(
         title += f", class {_plain(class_label)!r}"
     ax.set_title(title)
     ax.legend(loc="best")
+    return ax
+
+
+# ----------------------------------------------------------------------- map
+#: The term of plot_coefficient_map that maps the whole linear predictor.
+LINEAR_PREDICTOR = "linear_predictor"
+
+
+def _map_values(model, X, term: str, class_label) -> np.ndarray:
+    """Per row: the local coefficient of ``term`` less the global one."""
+    if term == LINEAR_PREDICTOR:
+        design = model._design(X)
+        eta, _ = model._coefficients(design)
+        return (eta - model._global_eta(design, None))[:, 0]
+    local = model.local_coef(X)
+    local, class_label = _select_class(model, local, class_label)
+    if term not in local.columns:
+        raise ValueError(
+            f"The 'term' parameter must be {LINEAR_PREDICTOR!r}, 'intercept' or "
+            f"one of feature_names_out_ {list(local.columns[1:])}; got {term!r}."
+        )
+    global_terms = _global_terms(model, local.columns, class_label)
+    return local[term].to_numpy() - global_terms[term]
+
+
+def plot_coefficient_map(
+    model,
+    X,
+    term: str = LINEAR_PREDICTOR,
+    x: str = "long",
+    y: str = "lat",
+    ax: Axes | None = None,
+    *,
+    class_label=None,
+    cmap: str = "RdBu_r",
+) -> Axes:
+    """Map of where a coefficient differs from the global GLM's.
+
+    Each location (a distinct pair of coordinates, e.g. a municipality centre)
+    is a dot coloured by the mean over its rows of the local coefficient less
+    the global one, on a diverging scale centred at 0; the dot's area grows
+    with the number of rows there.
+
+    Parameters
+    ----------
+    model : GraphGLMRegressor or GraphGLMClassifier
+        A fitted model.
+    X : DataFrame of shape (n_samples, n_features)
+        Rows to map: the model's columns and the coordinate columns ``x`` and
+        ``y`` (model inputs or extra columns).
+    term : str, default="linear_predictor"
+        ``"linear_predictor"``: the model's linear predictor less the global
+        GLM's (offset excluded), for the log link the log of the local
+        relativity, e.g. of the base claim frequency. Otherwise ``"intercept"``
+        or a name of ``model.feature_names_out_``: that per-row coefficient
+        (``local_coef``, the user's units) less the global one.
+    x, y : str, default="long", "lat"
+        The coordinate columns of ``X``.
+    ax : matplotlib Axes or None, default=None
+        Where to draw; a new figure when None.
+    class_label : label or None, default=None
+        For a multinomial model, the class whose coefficients are mapped.
+    cmap : str, default="RdBu_r"
+        A diverging colormap.
+
+    Returns
+    -------
+    matplotlib Axes
+    """
+    if not hasattr(X, "columns") or x not in X.columns or y not in X.columns:
+        raise ValueError(
+            f"X must be a DataFrame with the coordinate columns x={x!r} and y={y!r}."
+        )
+    check_is_fitted(model, "global_glm_")
+    inputs = X
+    if hasattr(model, "feature_names_in_"):  # the coordinates may be extra columns
+        inputs = X[list(model.feature_names_in_)]
+    values = _map_values(model, inputs, term, class_label)
+    frame = pd.DataFrame(
+        {"x": np.asarray(X[x], float), "y": np.asarray(X[y], float), "v": values}
+    )
+    places = frame.groupby(["x", "y"], sort=False)["v"].agg(["mean", "size"])
+    places = places.reset_index()
+    limit = float(np.quantile(np.abs(places["mean"]), 0.98)) or 1.0
+    from matplotlib.colors import TwoSlopeNorm
+
+    ax = _axes(ax, (7.0, 6.0))
+    points = ax.scatter(
+        places["x"],
+        places["y"],
+        c=places["mean"],
+        s=8.0 * np.sqrt(places["size"] / places["size"].median()),
+        cmap=cmap,
+        norm=TwoSlopeNorm(0.0, -limit, limit),
+        edgecolors="none",
+    )
+    label = (
+        "linear predictor - global GLM's"
+        if term == LINEAR_PREDICTOR
+        else f"local - global coefficient of {term}"
+    )
+    ax.figure.colorbar(points, ax=ax, label=label, extend="both")
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    ax.set_title(f"{label}: {len(places)} locations, {len(frame)} rows")
     return ax
 
 

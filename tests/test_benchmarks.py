@@ -64,3 +64,35 @@ def test_quick_run_writes_one_finite_result_per_dataset_and_model(runner, tmp_pa
         stats = report["summary"][name]["models"]
         ours, glum = stats["graphglm_global"]["deviance"], stats["glum"]["deviance"]
         assert ours == pytest.approx(glum, rel=1e-4), name
+
+
+@pytest.fixture
+def insurance(monkeypatch):
+    """``benchmarks/insurance.py`` imported as a module."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    return importlib.import_module("insurance")
+
+
+def test_insurance_skips_without_data(insurance, tmp_path, capsys):
+    out = tmp_path / "insurance"
+    assert insurance.main(["--quick", "--data", str(tmp_path / "absent")]) == 0
+    assert "insurance data not found" in capsys.readouterr().out
+    assert not out.with_suffix(".md").exists()
+
+
+@pytest.mark.timeout(300)
+def test_insurance_quick_run_on_one_portfolio(insurance, tmp_path):
+    if not insurance.DEFAULT_DATA.is_dir():
+        pytest.skip(f"no insurance data at {insurance.DEFAULT_DATA}")
+    out = tmp_path / "insurance"
+    models = ["glum", "graphglm", "lightgbm"]
+    argv = ["--quick", "--subsample", "1000", "--portfolios", "australian"]
+    assert insurance.main([*argv, "--models", *models, "--out", str(out)]) == 0
+    records = json.loads(out.with_suffix(".json").read_text())["records"]
+    assert len(records) == 2 * 2 * len(models)  # 2 tasks x 2 folds x models
+    for record in records:
+        assert math.isfinite(record["deviance"]), record
+        assert -1 <= record["gini"] <= 1
+        if record["model"] == "graphglm":  # balanced on its training rows
+            assert abs(record["balance_train"] - 1) < 1e-8, record
+    assert "| australian | severity | graphglm |" in out.with_suffix(".md").read_text()

@@ -17,6 +17,8 @@ from autoglm_graph.datasets import make_varying_coefficients
 from autoglm_graph.explain import coef_table, local_coef_summary
 
 GLM_ONLY = dict(local_penalty=np.inf, device="cpu")
+# The exact GLM: no balance shift of the intercept (the regressor's default).
+GLM_ONLY_REG = {**GLM_ONLY, "balance": False}
 LINKS = sm.families.links
 SM_FAMILIES = {
     "gaussian": lambda: sm.families.Gaussian(),
@@ -49,7 +51,7 @@ def _fit_glm(family: str, X, y, **kwargs):
     if family == "binomial":
         return GraphGLMClassifier(**GLM_ONLY, **kwargs).fit(X, y)
     return GraphGLMRegressor(
-        family=family, power=1.5, theta=0.5, **GLM_ONLY, **kwargs
+        family=family, power=1.5, theta=0.5, **GLM_ONLY_REG, **kwargs
     ).fit(X, y)
 
 
@@ -106,7 +108,7 @@ def test_weights_and_offset_match_statsmodels(cov_type):
     X, y = _data("poisson")
     rng = np.random.default_rng(5)
     weight, offset = rng.uniform(0.5, 2.0, len(y)), rng.normal(0, 0.3, len(y))
-    model = GraphGLMRegressor(family="poisson", alpha=0.0, **GLM_ONLY)
+    model = GraphGLMRegressor(family="poisson", alpha=0.0, **GLM_ONLY_REG)
     model.fit(X, y, sample_weight=weight, offset=offset)
     table = model.coef_table(X, y, weight, offset, cov_type=cov_type)
     result = sm.GLM(
@@ -123,7 +125,7 @@ def test_penalised_standard_errors_use_the_penalised_hessian():
     # The objective is (1/n) sum d_i/2 + alpha/2 ||beta||^2: its Hessian from
     # autograd, times n, is the inverse covariance (poisson: dispersion 1).
     X, y = _data("poisson")
-    model = GraphGLMRegressor(family="poisson", alpha=0.05, **GLM_ONLY).fit(X, y)
+    model = GraphGLMRegressor(family="poisson", alpha=0.05, **GLM_ONLY_REG).fit(X, y)
     design = torch.as_tensor(_user_design(model, X))
     yt = torch.as_tensor(y, dtype=torch.float64)
 
@@ -136,7 +138,9 @@ def test_penalised_standard_errors_use_the_penalised_hessian():
     hessian = torch.autograd.functional.hessian(objective, params).numpy()
     expected = np.sqrt(np.diag(np.linalg.inv(len(y) * hessian)))
     assert_allclose(model.coef_table(X, y)["std_err"], expected, rtol=1e-6)
-    unpenalised = GraphGLMRegressor(family="poisson", alpha=0.0, **GLM_ONLY).fit(X, y)
+    unpenalised = GraphGLMRegressor(family="poisson", alpha=0.0, **GLM_ONLY_REG).fit(
+        X, y
+    )
     table0 = unpenalised.coef_table(X, y)
     assert (model.coef_table(X, y)["std_err"][1:] < table0["std_err"][1:]).all()
 
@@ -173,7 +177,9 @@ def test_multinomial_contrasts_match_mnlogit():
 
 def test_default_penalty_on_a_collinear_design(mixed_frame, mixed_target):
     # All one-hot levels plus an intercept: identified only through the penalty.
-    model = GraphGLMRegressor(family="gamma", **GLM_ONLY).fit(mixed_frame, mixed_target)
+    model = GraphGLMRegressor(family="gamma", **GLM_ONLY_REG).fit(
+        mixed_frame, mixed_target
+    )
     for cov_type in ("fisher", "sandwich"):
         table = model.coef_table(mixed_frame, mixed_target, cov_type=cov_type)
         assert np.isfinite(table.to_numpy()).all()

@@ -30,6 +30,8 @@ from autoglm_graph._glm import fit_global_glm
 from autoglm_graph.families import get_family
 
 GLM_ONLY = dict(local_penalty=np.inf, device="cpu")
+# The exact GLM: no balance shift of the intercept (the regressor's default).
+GLM_ONLY_REG = {**GLM_ONLY, "balance": False}
 ALPHAS = [0.0, 1e-4, 1.0]
 RTOL = 1e-6
 
@@ -69,7 +71,7 @@ def test_equals_sklearn_regressors_on_raw_x(family, alpha):
         "tweedie": lambda: rng.poisson(mu) * rng.gamma(2.0, 0.5, size=len(mu)),
         "gaussian": lambda: eta + rng.normal(size=len(eta)),
     }[family]().astype(float)
-    model = GraphGLMRegressor(family=family, power=1.5, alpha=alpha, **GLM_ONLY)
+    model = GraphGLMRegressor(family=family, power=1.5, alpha=alpha, **GLM_ONLY_REG)
     model.fit(X, y)
     ref = _sklearn_regressor(family, alpha, len(y)).fit(X, y)
     _close(model.coef_, ref.coef_)
@@ -100,7 +102,9 @@ def test_penalty_is_on_the_users_units():
     y = rng.poisson(np.exp(eta)).astype(float)
     for scale in (1.0, 10.0):
         Xs = X * [1.0, scale, 1.0, 1.0]
-        model = GraphGLMRegressor(family="poisson", alpha=1.0, **GLM_ONLY).fit(Xs, y)
+        model = GraphGLMRegressor(family="poisson", alpha=1.0, **GLM_ONLY_REG).fit(
+            Xs, y
+        )
         ref = PoissonRegressor(alpha=1.0, tol=1e-14, solver="newton-cholesky")
         _close(model.coef_, ref.fit(Xs, y).coef_)
 
@@ -112,7 +116,7 @@ def test_coef_in_users_units_with_categorical_and_local_coef(mixed_frame):
     frame = mixed_frame.copy()
     numeric = frame.select_dtypes("number").columns
     frame[numeric] = frame[numeric].fillna(frame[numeric].median())
-    model = GraphGLMRegressor(family="gaussian", alpha=1e-3, **GLM_ONLY)
+    model = GraphGLMRegressor(family="gaussian", alpha=1e-3, **GLM_ONLY_REG)
     y = rng.normal(size=len(frame))
     model.fit(frame, y)
     shift, scale = model.preprocessor_.design_scaling()
@@ -130,8 +134,8 @@ def test_coef_in_users_units_with_categorical_and_local_coef(mixed_frame):
 @pytest.mark.parametrize(
     "make",
     [
-        lambda a: GraphGLMRegressor(family="gaussian", alpha=a, **GLM_ONLY),
-        lambda a: GraphGLMRegressor(family="poisson", alpha=a, **GLM_ONLY),
+        lambda a: GraphGLMRegressor(family="gaussian", alpha=a, **GLM_ONLY_REG),
+        lambda a: GraphGLMRegressor(family="poisson", alpha=a, **GLM_ONLY_REG),
         lambda a: GraphGLMClassifier(alpha=a, **GLM_ONLY),
     ],
     ids=["gaussian", "poisson", "classifier"],
@@ -149,9 +153,9 @@ def test_weights_equal_repeats_at_alpha_1(family):
     mu = np.exp(eta)
     y = rng.poisson(mu) + 1.0 if family == "gamma" else rng.poisson(mu) * 1.0
     w = rng.integers(0, 4, size=len(y))
-    weighted = GraphGLMRegressor(family=family, alpha=1.0, **GLM_ONLY)
+    weighted = GraphGLMRegressor(family=family, alpha=1.0, **GLM_ONLY_REG)
     weighted.fit(X, y, sample_weight=w)
-    repeated = GraphGLMRegressor(family=family, alpha=1.0, **GLM_ONLY)
+    repeated = GraphGLMRegressor(family=family, alpha=1.0, **GLM_ONLY_REG)
     repeated.fit(np.repeat(X, w, axis=0), np.repeat(y, w))
     _close(weighted.coef_, repeated.coef_, rtol=1e-8)
     _close(weighted.intercept_, repeated.intercept_, rtol=1e-8)
@@ -164,7 +168,7 @@ def test_precision_far_beyond_float32():
     t = np.arange(40.0)
     X = np.column_stack([t, t + rng.normal(0, 0.01, 40), np.sqrt(t + 1) * 1000])
     y = X @ [2.0, -1.0, 0.003] + rng.normal(size=40)
-    model = GraphGLMRegressor(alpha=0.0, **GLM_ONLY).fit(X, y)
+    model = GraphGLMRegressor(alpha=0.0, **GLM_ONLY_REG).fit(X, y)
     X1 = np.column_stack([np.ones(40), X])
     exact = np.linalg.lstsq(X1, y, rcond=None)[0]
     _close(np.r_[model.intercept_, model.coef_], exact, rtol=1e-8)
@@ -198,7 +202,7 @@ def test_no_warning_on_well_posed_data(family):
                 "poisson": rng.poisson(np.exp(eta)) * 1.0,
                 "gamma": rng.gamma(2.0, np.exp(eta) / 2.0),
             }[family]
-            GraphGLMRegressor(family=family, alpha=0.0, **GLM_ONLY).fit(X, y)
+            GraphGLMRegressor(family=family, alpha=0.0, **GLM_ONLY_REG).fit(X, y)
 
 
 def test_solver_stopping_early_warns():
@@ -211,7 +215,7 @@ def test_solver_stopping_early_warns():
 
 
 def test_float64_transform_matches_float32(mixed_frame):
-    model = GraphGLMRegressor(family="gaussian", **GLM_ONLY)
+    model = GraphGLMRegressor(family="gaussian", **GLM_ONLY_REG)
     model.fit(mixed_frame, np.arange(len(mixed_frame), dtype=float))
     d64 = model.preprocessor_.transform(mixed_frame, dtype=np.float64)
     d32 = model.preprocessor_.transform(mixed_frame)
@@ -224,7 +228,7 @@ def test_binomial_proportions_with_trials_equal_bernoulli_rows():
     rng, X, eta = _raw(n=60)
     trials = rng.integers(1, 6, size=len(eta))
     successes = rng.binomial(trials, 1 / (1 + np.exp(-(eta - eta.mean()))))
-    model = GraphGLMRegressor(family="binomial", alpha=1e-3, **GLM_ONLY)
+    model = GraphGLMRegressor(family="binomial", alpha=1e-3, **GLM_ONLY_REG)
     model.fit(X, successes / trials, sample_weight=trials)
     rows = np.repeat(np.arange(len(X)), trials)
     pairs = zip(successes, trials, strict=True)
@@ -248,7 +252,9 @@ def test_wide_design_uses_lbfgs_and_still_matches_sklearn():
     y = rng.poisson(np.exp(X[:, :5] @ [0.2, -0.1, 0.1, 0.05, -0.2])) * 1.0
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
-        model = GraphGLMRegressor(family="poisson", alpha=1e-2, **GLM_ONLY).fit(X, y)
+        model = GraphGLMRegressor(family="poisson", alpha=1e-2, **GLM_ONLY_REG).fit(
+            X, y
+        )
     ref = PoissonRegressor(alpha=1e-2, tol=1e-14, solver="newton-cholesky").fit(X, y)
     assert_allclose(model.coef_, ref.coef_, rtol=1e-5, atol=1e-8)
     _close(model.predict(X), ref.predict(X), rtol=1e-6)
@@ -256,4 +262,4 @@ def test_wide_design_uses_lbfgs_and_still_matches_sklearn():
 
 def test_intercept_only_gets_a_clear_error():
     with pytest.raises(ValueError, match=r"intercept-only model .*numpy.average"):
-        GraphGLMRegressor(**GLM_ONLY).fit(np.ones((20, 2)), np.arange(20.0))
+        GraphGLMRegressor(**GLM_ONLY_REG).fit(np.ones((20, 2)), np.arange(20.0))

@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from autoglm_graph import GraphGLMClassifier, GraphGLMRegressor  # noqa: E402
 from autoglm_graph.datasets import make_varying_coefficients  # noqa: E402
 from autoglm_graph.plotting import (  # noqa: E402
+    plot_coefficient_map,
     plot_history,
     plot_local_coef,
     plot_neighborhood,
@@ -177,3 +178,32 @@ def test_missing_matplotlib_says_how_to_install(validated_model, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)  # import fails
     with pytest.raises(ImportError, match="pip install matplotlib"):
         plot_history(validated_model)
+
+
+def test_plot_coefficient_map(network_model, global_model, poisson_data, tmp_path):
+    X, _ = poisson_data
+    # Coordinates beside the model's columns, rounded: rows share locations.
+    places = X.assign(long=X["x0"].round(0), lat=X["x1"].round(0))
+    n_places = len(places.groupby(["long", "lat"]))
+    for model, term in [
+        (network_model, "linear_predictor"),
+        (network_model, "x2"),
+        (network_model, "intercept"),
+        (global_model, "x2"),
+    ]:
+        ax = plot_coefficient_map(model, places, term)
+        _saved(ax, tmp_path, f"map_{term}.png")
+        assert len(ax.collections[0].get_offsets()) == n_places
+    ax = plot_coefficient_map(network_model, X, x="x0", y="x1")  # model inputs
+    _saved(ax, tmp_path)
+    plt.close("all")
+
+
+def test_plot_coefficient_map_bad_input(network_model, poisson_data):
+    X, _ = poisson_data
+    with pytest.raises(ValueError, match="'term' parameter"):
+        plot_coefficient_map(network_model, X, "nope", x="x0", y="x1")
+    with pytest.raises(ValueError, match="coordinate columns"):
+        plot_coefficient_map(network_model, X.to_numpy(), x="x0", y="x1")
+    with pytest.raises(ValueError, match="coordinate columns"):
+        plot_coefficient_map(network_model, X)  # no long/lat
