@@ -5,16 +5,8 @@ chunk's similarities to all base rows are written into one preallocated tile, an
 only the ``k`` best of each row survive, so memory is ``O(chunk * m + n * k)`` and an
 ``n x m`` similarity matrix is never materialised.
 
-Selecting the top ``k`` of a long row is the expensive part on a CPU (``torch.topk``
-over a whole tile costs more than the matrix product that fills it). The selection
-here first splits each tile row into ``g`` contiguous slabs and takes the
-element-wise maximum across them, which gives the maximum of each of ``m / g``
-*strided buckets* (bucket ``j`` holds columns ``j, j + m/g, j + 2m/g, ...``). The
-``k`` best entries of a row always lie in the ``k`` buckets with the largest maxima
-(were an entry in another bucket, those ``k`` buckets would each hold a larger
-one), so a ``topk`` over the bucket maxima followed by a ``topk`` over the
-``k * g`` surviving candidates is exact, and reads the tile only once. The bucket
-maxima of a long row are themselves folded the same way.
+The tile and its top-k selection (folded into strided buckets, ties to the lower
+column) are :mod:`autoglm_graph._topk`'s.
 
 ``backend="faiss"`` instead searches an approximate HNSW graph index built with
 faiss (an optional dependency, see :mod:`autoglm_graph._faiss`), which scales as
@@ -26,7 +18,6 @@ graph missed.
 from __future__ import annotations
 
 import hashlib
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +25,7 @@ import torch
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from ._topk import fill_topk
 from ._validation import check_number
 
 __all__ = [
@@ -43,19 +35,6 @@ __all__ = [
     "cosine_topk",
     "recall_at_k",
 ]
-
-#: Number of slabs a row is folded into by one step of the bucket pre-selection.
-#: Measured on a 2-core CPU (d = 32, k = 16): 8 beats 16 by ~10 % at 10k rows and
-#: ties at 50k; 24 and 32 are slower.
-_N_SLABS = 8
-#: Fold a row only while it is at least this many times ``k * _N_SLABS`` long.
-_MIN_ROW_FACTOR = 8
-#: Target size of one similarity tile, in bytes, per device type. Measured on a
-#: 2-core CPU (d = 32, k = 16, 5k-100k rows): 16-32 MB are the fastest (within
-#: 5 % of each other); 4 MB and 64-256 MB are 10-40 % slower (64 MB is 1.8x slower
-#: at 5k rows, where it no longer fits the cache). A GPU wants larger tiles.
-_TILE_BYTES = {"cpu": 32 * 2**20, "cuda": 256 * 2**20}
-_DEFAULT_TILE_BYTES = 64 * 2**20
 
 _BACKENDS = ("exact", "faiss", "auto")
 #: ``backend="auto"`` on a CPU searches exactly while the query or the base rows
@@ -732,161 +711,9 @@ def _search(
         if index is None and index_params is not None:
             index = _build_index(Yn, index_params)
         if index is None:
-            _fill_topk(Xn, Yn, k, exclude_self, chunk_size, similarities, indices)
+            fill_topk(Xn, Yn, k, exclude_self, chunk_size, similarities, indices)
         else:
             similarities, indices = index.search(Xn, k, exclude_self)
     # Approximate search may find fewer than k rows; those slots hold index -1.
     graph = NeighborGraph(indices=indices, similarities=similarities, mask=indices >= 0)
     return graph.narrowed(threshold=threshold)
-
-
-def _fill_topk(
-    Xn: torch.Tensor,
-    Yn: torch.Tensor,
-    k: int,
-    exclude_self: bool,
-    chunk_size: int | None,
-    similarities: torch.Tensor,
-    indices: torch.Tensor,
-) -> None:
-    """Write the top-k of every query row into ``similarities`` and ``indices``."""
-    n, m = Xn.shape[0], Yn.shape[0]
-    n_folds = _n_folds(m, k)
-    # Pad the tile width so that every fold divides it exactly.
-    width = _N_SLABS**n_folds * math.ceil(m / _N_SLABS**n_folds)
-    if chunk_size is None:
-        chunk_size = _auto_chunk_size(width, Xn.element_size(), Xn.device)
-    chunk_size = min(chunk_size, n)
-    # One tile for all chunks; the padding columns past m stay -inf throughout.
-    tile_buffer = torch.empty((chunk_size, width), dtype=Xn.dtype, device=Xn.device)
-    tile_buffer[:, m:] = -math.inf
-    base_t = Yn.T
-    for start in range(0, n, chunk_size):
-        stop = min(start + chunk_size, n)
-        tile = tile_buffer[: stop - start]
-        torch.mm(Xn[start:stop], base_t, out=tile[:, :m])
-        if exclude_self:
-            # Query row start + i is base row start + i: entry (i, start + i).
-            tile.diagonal(start).fill_(-math.inf)
-        values, columns = _folded_topk(tile, k, n_folds)
-        similarities[start:stop] = values
-        indices[start:stop] = columns
-
-
-def _n_folds(m: int, k: int) -> int:
-    """How many times a row of length ``m`` is folded before the plain top-k.
-
-    A fold pays off while the row is much longer than the ``k * _N_SLABS``
-    candidates it leaves.
-    """
-    n_folds, length = 0, m
-    while length >= _MIN_ROW_FACTOR * _N_SLABS * k:
-        n_folds, length = n_folds + 1, math.ceil(length / _N_SLABS)
-    return n_folds
-
-
-def _auto_chunk_size(width: int, itemsize: int, device: torch.device) -> int:
-    """Query rows per tile so that one tile is about the device's target size."""
-    target = _TILE_BYTES.get(device.type, _DEFAULT_TILE_BYTES)
-    return max(1, target // (width * itemsize))
-
-
-def _folded_topk(
-    tile: torch.Tensor, k: int, n_folds: int, lower_column_first: bool = True
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sorted top-k values and columns of each row of ``tile``; equal values are
-    ordered (and chosen, at the k-th) by the lower column.
-
-    Each fold splits the row into ``_N_SLABS`` slabs and takes their element-wise
-    maximum: the maxima of the strided buckets. The top-k buckets (found by the
-    same method, one fold fewer) hold the row's top ``k`` (see the module
-    docstring), so only their ``k * _N_SLABS`` entries are ranked.
-
-    Ties: ``torch.topk`` breaks them by the other values of the row, and those
-    move in their last bits with the batch a query row came in (the network's
-    forward is not bitwise batch-invariant). With duplicated training rows,
-    common in tabular data, a row's neighbours and so its prediction depended on
-    the other rows of the call; the rule here depends on the row alone. Only
-    rows with a tie are re-ranked: by their candidates, or whole when a tie at
-    the k-th value may lie in a bucket that was not ranked (the (k+1)-th
-    bucket maximum reaches it). Measured on 16k x 16k (k = 10, one thread,
-    against the plain top-k): no difference beyond noise without duplicates
-    (0.92-0.98x at d = 8 and 64); 1.16x with every row 40 times.
-    """
-    if n_folds == 0:
-        values, columns = torch.topk(tile, k, dim=1)
-        if lower_column_first:
-            tied = _tied_rows(tile, values)
-            if tied.numel():
-                values[tied], columns[tied] = _topk_lower_column_first(tile[tied], k)
-        return values, columns
-    rows, width = tile.shape
-    slab = width // _N_SLABS
-    slabs = tile.view(rows, _N_SLABS, slab)  # bucket j = column j of every slab
-    maxima = slabs.amax(dim=1)
-    # Which bucket wins a tie does not matter: the check below catches a miss.
-    # The (k+1)-th bucket maximum reaches the k-th value only through a tie.
-    bucket_maxima, buckets = _folded_topk(
-        maxima, k + 1, n_folds - 1, lower_column_first=False
-    )
-    buckets = buckets[:, :k].contiguous()
-    candidates = slabs.gather(2, buckets.unsqueeze(1).expand(rows, _N_SLABS, k))
-    candidates = candidates.view(rows, _N_SLABS * k)
-    values, best = torch.topk(candidates, k, dim=1)
-    # Flat candidate position s * k + j is slab s, bucket buckets[:, j].
-    columns = (best // k) * slab + torch.gather(buckets, 1, best % k)
-    if lower_column_first:
-        unranked = bucket_maxima[:, k] >= values[:, -1]
-        tied = _tied_rows(candidates, values, exclude=unranked)
-        if tied.numel():
-            # Re-rank the candidates by value, then column.
-            offsets = torch.arange(_N_SLABS, device=tile.device).view(1, -1, 1)
-            cand_columns = offsets * slab + buckets[tied].unsqueeze(1)
-            values[tied], columns[tied] = _sorted_by_value_then_column(
-                candidates[tied], cand_columns.view(tied.numel(), -1), k
-            )
-        unranked = torch.nonzero(unranked).flatten()
-        if unranked.numel():
-            values[unranked], columns[unranked] = _topk_lower_column_first(
-                tile[unranked], k
-            )
-    return values, columns
-
-
-def _tied_rows(
-    entries: torch.Tensor, top: torch.Tensor, exclude: torch.Tensor | None = None
-) -> torch.Tensor:
-    """Rows whose sorted ``top`` values hold a tie, among themselves or with
-    another of the row's ``entries`` at the k-th value."""
-    tied = (entries >= top[:, -1:]).sum(dim=1) > top.shape[1]
-    tied |= (top[:, 1:] == top[:, :-1]).any(dim=1)
-    if exclude is not None:
-        tied &= ~exclude
-    return torch.nonzero(tied).flatten()
-
-
-def _sorted_by_value_then_column(
-    values: torch.Tensor, columns: torch.Tensor, k: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The first ``k`` of each row by descending value, then ascending column."""
-    by_column = torch.argsort(columns, dim=1)
-    values, columns = values.gather(1, by_column), columns.gather(1, by_column)
-    by_value = torch.sort(values, dim=1, descending=True, stable=True).indices[:, :k]
-    return values.gather(1, by_value), columns.gather(1, by_value)
-
-
-def _topk_lower_column_first(
-    tile: torch.Tensor, k: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Exact top-k of each row of ``tile`` with ties taken by the lower column."""
-    kth = torch.topk(tile, k, dim=1).values[:, -1:]
-    row, column = torch.nonzero(tile >= kth, as_tuple=True)  # columns ascending
-    value = tile[row, column]
-    # Descending value (stable: columns stay ascending), then grouped by row.
-    order = torch.sort(value, descending=True, stable=True).indices
-    order = order[torch.sort(row[order], stable=True).indices]
-    row, column, value = row[order], column[order], value[order]
-    counts = torch.bincount(row, minlength=tile.shape[0])
-    first = torch.cumsum(counts, 0) - counts
-    keep = torch.arange(row.numel(), device=tile.device) - first[row] < k
-    return value[keep].view(-1, k), column[keep].view(-1, k)

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from autoglm_graph.graph import CosineNeighbors, NeighborGraph, _n_folds, cosine_topk
+from autoglm_graph._topk import _n_folds
+from autoglm_graph.graph import CosineNeighbors, NeighborGraph, cosine_topk
 
 
 def _clustered(n: int, d: int = 8, seed: int = 0) -> np.ndarray:
