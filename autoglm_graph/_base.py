@@ -30,6 +30,7 @@ from ._glm import balance_glm, fit_global_glm, fit_negative_binomial
 from ._threads import with_thread_limit
 from ._validation import (
     PRECISIONS,
+    check_callbacks,
     check_number,
     check_offset,
     check_option,
@@ -183,7 +184,9 @@ class _BaseGraphGLM(BaseEstimator):
             low=0,
             high=1,
             low_open=True,
+            high_open=True,
         )
+        check_callbacks(self.callbacks)
         check_number("n_iter_no_change", self.n_iter_no_change, integer=True, low=1)
         check_number("tol", self.tol, low=0)
         check_number("n_jobs", self.n_jobs, integer=True, allow_none=True)
@@ -482,7 +485,9 @@ class _BaseGraphGLM(BaseEstimator):
             context=matrix,
             design=matrix,
             y=as_tensor(y_model),
-            weight=as_tensor(sample_weight),
+            # Relative weights: the loss is a weighted mean, and weights near
+            # 1e300 would be infinite in float32 (unit weights are unchanged).
+            weight=as_tensor(sample_weight / np.mean(sample_weight)),
             eta_global=as_tensor(eta_global),
             targets=None if targets is None else as_tensor(targets),
         )

@@ -19,6 +19,7 @@ def check_number(
     low: float | None = None,
     high: float | None = None,
     low_open: bool = False,
+    high_open: bool = False,
     allow_none: bool = False,
     allow_inf: bool = False,
 ) -> None:
@@ -36,8 +37,29 @@ def check_number(
         raise ValueError(
             f"The '{name}' parameter must be {bound} {low}; got {value!r}."
         )
-    if high is not None and value > high:
-        raise ValueError(f"The '{name}' parameter must be <= {high}; got {value!r}.")
+    if high is not None and (value > high or (high_open and value == high)):
+        bound = "<" if high_open else "<="
+        raise ValueError(
+            f"The '{name}' parameter must be {bound} {high}; got {value!r}."
+        )
+
+
+def check_callbacks(callbacks) -> None:
+    """Raise a ValueError unless ``callbacks`` is None or a list of objects with
+    an ``on_epoch_end(trainer, logs)`` method (``callbacks=[1]`` failed with an
+    AttributeError in the first epoch)."""
+    if callbacks is None:
+        return
+    if not isinstance(callbacks, list | tuple):
+        raise ValueError(
+            f"The 'callbacks' parameter must be a list or None; got {callbacks!r}."
+        )
+    for callback in callbacks:
+        if not callable(getattr(callback, "on_epoch_end", None)):
+            raise ValueError(
+                "The 'callbacks' parameter must hold objects with an "
+                f"on_epoch_end(trainer, logs) method; got {callback!r}."
+            )
 
 
 def check_option(name: str, value, options: tuple) -> None:
@@ -47,6 +69,10 @@ def check_option(name: str, value, options: tuple) -> None:
         raise ValueError(
             f"The '{name}' parameter must be one of {expected}; got {value!r}."
         )
+
+
+#: The device types a fit runs on (a "meta" device has no data to train on).
+DEVICE_TYPES = ("cpu", "cuda", "mps")
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
@@ -59,6 +85,11 @@ def resolve_device(device: str | torch.device) -> torch.device:
         raise ValueError(
             f"The 'device' parameter must be 'auto' or a torch device; got {device!r}."
         ) from exc
+    if resolved.type not in DEVICE_TYPES:
+        raise ValueError(
+            f"The 'device' parameter must be 'auto' or a {', '.join(DEVICE_TYPES)} "
+            f"device; got {device!r}."
+        )
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device={device!r} was requested but CUDA is not available.")
     return resolved

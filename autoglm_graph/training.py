@@ -635,6 +635,23 @@ class TrainingState:
             # fp16 overflow is the gradient scaler's to handle (it skipped
             # the step); in fp32 a non-finite loss is a real divergence.
             if not np.isfinite(loss) and self.precision != "fp16":
+                if epoch == 1:
+                    # The head starts at zero: this loss is the global GLM's
+                    # deviance in float32, so the data's scale is the cause.
+                    largest = float(train.y.abs().max())
+                    largest = (
+                        f"largest |y| {largest:.3g}"
+                        if np.isfinite(largest)
+                        else "some |y| exceed float32's largest number, 3.4e38"
+                    )
+                    raise FloatingPointError(
+                        f"The training loss is {loss} at the first epoch, where "
+                        "the network still predicts the global GLM: the targets "
+                        "are too large for the network's float32 arithmetic "
+                        f"({largest}). Rescale "
+                        "y (the deviance scales with it), or fit the global GLM "
+                        "alone with local_penalty=numpy.inf."
+                    )
                 raise FloatingPointError(
                     f"The training loss became {loss} at epoch {epoch}; lower "
                     "learning_rate or raise local_penalty."

@@ -256,6 +256,11 @@ def test_no_leakage_on_noise_targets():
         ({"graph_space": "latent"}, np.ones(30), "graph_space"),
         ({}, np.r_[np.nan, np.ones(29)], "NaN"),
         ({}, np.r_[np.inf, np.ones(29)], "infinity"),
+        # Each failed inside scikit-learn or torch with another message.
+        ({"validation_fraction": 1.0}, np.ones(30), "'validation_fraction'.*< 1"),
+        ({"callbacks": [1]}, np.ones(30), "on_epoch_end.*got 1"),
+        ({"callbacks": 5}, np.ones(30), "'callbacks' parameter must be a list"),
+        ({"device": "meta"}, np.ones(30), "'device' parameter.*got 'meta'"),
     ],
 )
 def test_bad_input_raises(params, y, match):
@@ -316,3 +321,20 @@ def test_groups_keep_units_apart():
     assert not np.any((own == rows) & graph.mask.numpy())
     with pytest.raises(ValueError, match="groups"):
         GraphGLMRegressor(local_penalty=np.inf).fit(X, y, groups=unit[:10])
+
+
+def test_targets_too_large_for_float32_are_named_not_blamed_on_the_lr():
+    """Before: "The training loss became nan at epoch 1; lower learning_rate"
+    for data the global GLM fits; huge weights failed the same way."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    y = (X[:, 0] + rng.normal(size=300)) * 1e20  # (y - mu)**2 overflows float32
+    with pytest.raises(FloatingPointError, match=r"first epoch.*largest \|y\| [0-9]"):
+        GraphGLMRegressor(**FAST).fit(X, y)
+    glm = GraphGLMRegressor(local_penalty=np.inf).fit(X, y)  # the way out it names
+    assert np.isfinite(glm.coef_).all()
+    counts = rng.poisson(np.exp(0.3 * X[:, 0])).astype(float)
+    huge = GraphGLMRegressor(family="poisson", **FAST)
+    huge.fit(X, counts, sample_weight=np.full(300, 1e300))  # relative weights
+    same = GraphGLMRegressor(family="poisson", **FAST).fit(X, counts)
+    np.testing.assert_allclose(huge.predict(X), same.predict(X), rtol=1e-5)
