@@ -236,8 +236,10 @@ class LightGBMModel:
     """LightGBM on the raw DataFrame (pandas categories are native).
 
     Early stopping on a seeded 10% validation split of the training rows; the
-    offset enters as ``init_score`` when fitting and is added to the raw score
-    (then the inverse link) when predicting.
+    offset, plus the log of the observed rate (LightGBM's own starting value,
+    which it skips when given an ``init_score``), enters as ``init_score`` when
+    fitting and is added to the raw score (then the inverse link) when
+    predicting.
     """
 
     def __init__(self, task: Task, n_estimators: int) -> None:
@@ -276,11 +278,16 @@ class LightGBMModel:
             stratify=stratify,
         )
         X_tr, X_val, y_tr, y_val = parts[:4]
-        init = (
-            {}
-            if offset is None
-            else {"init_score": parts[4], "eval_init_score": [parts[5]]}
-        )
+        init = {}
+        self.base_score_ = 0.0
+        if offset is not None:
+            # With an init_score LightGBM skips boost_from_average and starts
+            # at rate 1 per unit of exposure; start at the observed rate.
+            self.base_score_ = float(np.log(np.sum(y_tr) / np.sum(np.exp(parts[4]))))
+            init = {
+                "init_score": parts[4] + self.base_score_,
+                "eval_init_score": [parts[5] + self.base_score_],
+            }
         self.estimator.fit(
             X_tr,
             y_tr,
@@ -296,7 +303,7 @@ class LightGBMModel:
             return self.estimator.predict_proba(X)
         if offset is None:
             return self.estimator.predict(X)
-        raw = self.estimator.predict(X, raw_score=True)
+        raw = self.estimator.predict(X, raw_score=True) + self.base_score_
         return np.exp(raw + offset)  # every objective with an offset has a log link
 
 
