@@ -14,13 +14,12 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
-import textwrap
 import time
 
 import optuna
 import pytest
+from _together import start_together
 from optuna.trial import TrialState
 
 from autoglm_graph._optuna import make_storage
@@ -114,47 +113,10 @@ def postgres_url():
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _workers(tmp_path, n, url, study, n_trials, epochs, release=True):
+def _workers(tmp_path, n, url, study, n_trials, epochs):
     """``n`` worker processes, released together once all have imported."""
-    script = tmp_path / "worker.py"
-    script.write_text(
-        textwrap.dedent(
-            """
-            import os, sys, time
-            ready, go = sys.argv[1], sys.argv[2]
-            """
-        )
-        + textwrap.dedent(WORKER)
-        + textwrap.dedent(
-            """
-            open(ready, "w").close()
-            while not os.path.exists(go):
-                time.sleep(0.001)
-            search.fit(X, y)
-            """
-        )
-    )
-    go = tmp_path / f"go-{study}"
-    ready = [tmp_path / f"ready-{study}-{i}-{time.monotonic_ns()}" for i in range(n)]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    args = [url, study, str(n_trials), str(epochs)]
-    children = [
-        subprocess.Popen(
-            [sys.executable, str(script), str(r), str(go), *args],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        for r in ready
-    ]
-    deadline = time.monotonic() + 300
-    while not all(r.exists() for r in ready):
-        assert time.monotonic() < deadline, "workers did not start"
-        assert all(c.poll() is None for c in children), children[0].stderr.read()
-        time.sleep(0.01)
-    if release:
-        go.touch()
-    return children
+    args = [url, study, n_trials, epochs]
+    return start_together(tmp_path, n, WORKER, "search.fit(X, y)", args, name=study)
 
 
 def _trials(url, study, states=None):

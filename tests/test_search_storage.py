@@ -3,15 +3,10 @@ that know what they are a study of (their fingerprint)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
-import time
-
 import numpy as np
 import optuna
 import pytest
+from _together import outcomes, start_together
 from optuna.distributions import FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
@@ -25,48 +20,10 @@ SPACE = {
     "learning_rate": FloatDistribution(1e-3, 1e-2, log=True),
 }
 
-# Children import everything, say they are ready, and wait for one "go" file:
-# the part under test then starts in all of them within a millisecond or so.
-PRELUDE = """
-import os, sys, time
-ready, go = sys.argv[1], sys.argv[2]
-{imports}
-open(ready, "w").close()
-while not os.path.exists(go):
-    time.sleep(0.001)
-{body}
-"""
-
 
 def _start_together(tmp_path, n: int, imports: str, body: str, args=()):
     """Run ``n`` children released at the same moment; their (rc, stderr)."""
-    script = tmp_path / "child.py"
-    script.write_text(
-        PRELUDE.format(imports=textwrap.dedent(imports), body=textwrap.dedent(body))
-    )
-    go = tmp_path / "go"
-    ready = [tmp_path / f"ready{i}" for i in range(n)]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    children = [
-        subprocess.Popen(
-            [sys.executable, str(script), str(r), str(go), *map(str, args)],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        for r in ready
-    ]
-    deadline = time.monotonic() + 300
-    while not all(r.exists() for r in ready):
-        assert time.monotonic() < deadline, "children did not start"
-        assert all(c.poll() is None for c in children), "a child died early"
-        time.sleep(0.01)
-    go.touch()
-    out = []
-    for child in children:
-        _, err = child.communicate(timeout=300)
-        out.append((child.returncode, err.decode()[-3000:]))
-    return out
+    return outcomes(start_together(tmp_path, n, imports, body, args))
 
 
 def test_storages_opened_together_on_a_fresh_database(tmp_path):
