@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import torch
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.preprocessing import LabelEncoder
@@ -315,6 +316,15 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
         return tags
 
     def _encode_target(self, y: np.ndarray) -> np.ndarray:
+        if y.dtype.kind in "OUS":  # object or strings: say which value is no number
+            numbers = pd.to_numeric(pd.Series(y), errors="coerce")
+            bad = numbers.isna() & pd.notna(pd.Series(y))
+            if bad.any():
+                raise ValueError(
+                    f"GraphGLMRegressor needs a numeric y; {int(bad.sum())} value(s) "
+                    f"are not numbers, e.g. {y[bad.to_numpy()][0]!r}. For class "
+                    "labels use GraphGLMClassifier."
+                )
         y = check_array(y, ensure_2d=False, dtype=np.float64, input_name="y")
         return y
 
@@ -439,6 +449,21 @@ class GraphGLMClassifier(ClassifierMixin, _BaseGraphGLM):
     """
 
     def _encode_target(self, y: np.ndarray) -> np.ndarray:
+        missing = pd.isna(y)
+        if missing.any():  # sorting the labels failed on None vs str
+            raise ValueError(
+                f"Input y has {int(missing.sum())} missing label(s) (row "
+                f"{int(np.flatnonzero(missing)[0])} is the first); drop those rows "
+                "or give them a label."
+            )
+        if y.dtype.kind == "O":
+            texts = np.fromiter((isinstance(v, str) for v in y), bool, len(y))
+            if texts.any() and not texts.all():
+                raise ValueError(
+                    "The labels in y mix strings and other values (e.g. "
+                    f"{y[texts][0]!r} and {y[~texts][0]!r}); give every label "
+                    "one type, e.g. y.astype(str)."
+                )
         check_classification_targets(y)
         encoder = LabelEncoder().fit(y)
         self.classes_ = encoder.classes_

@@ -445,6 +445,7 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
         validate_data(self, X, skip_check_array=True, reset=reset)
         if not reset:
             self._check_column_labels(X)
+        X = _dense_scalar_columns(X)
         n_samples, n_features = X.shape
         if n_samples == 0 or n_features == 0:
             what = "0 sample(s)" if n_samples == 0 else "0 feature(s)"
@@ -698,6 +699,37 @@ def _check_variance_is_finite(values: np.ndarray, labels: list) -> None:
             "float64 (their variance overflows); rescale them (divide by a power "
             "of ten, or take the log) before fitting."
         )
+
+
+def _dense_scalar_columns(X: pd.DataFrame) -> pd.DataFrame:
+    """``X`` with pandas sparse columns made dense; refuse non-scalar values.
+
+    Sparse columns failed deep in scikit-learn ("fill value must be 0 when
+    converting to COO matrix") and tuples or lists in an object column with
+    "setting an array element with a sequence", naming no column.
+    """
+    sparse = [
+        i for i, dtype in enumerate(X.dtypes) if isinstance(dtype, pd.SparseDtype)
+    ]
+    if sparse:
+        X = X.copy()
+        for i in sparse:
+            X.isetitem(i, X.iloc[:, i].sparse.to_dense())
+    for i, dtype in enumerate(X.dtypes):
+        if not pd.api.types.is_object_dtype(dtype):
+            continue
+        column = X.iloc[:, i]
+        nested = column.map(
+            lambda v: isinstance(v, list | tuple | dict | set | np.ndarray)
+        )
+        if nested.any():
+            example = column[nested.to_numpy()].iloc[0]
+            raise ValueError(
+                f"Column {X.columns[i]!r} holds {type(example).__name__} values "
+                f"(e.g. {example!r}); each cell must be one number, string or "
+                "bool. Split such values into columns first."
+            )
+    return X
 
 
 def _check_no_infinity(X: pd.DataFrame, numeric_idx: list[int]) -> None:

@@ -338,3 +338,21 @@ def test_targets_too_large_for_float32_are_named_not_blamed_on_the_lr():
     huge.fit(X, counts, sample_weight=np.full(300, 1e300))  # relative weights
     same = GraphGLMRegressor(family="poisson", **FAST).fit(X, counts)
     np.testing.assert_allclose(huge.predict(X), same.predict(X), rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("estimator", "y", "match"),
+    [
+        (GraphGLMRegressor, ["1", "a"] * 15, r"numeric y; 15 value\(s\).*'a'"),
+        (GraphGLMClassifier, ["p", None] * 15, r"15 missing label\(s\) \(row 1"),
+        (GraphGLMClassifier, ["p", 1] * 15, "mix strings and other values"),
+    ],
+    ids=["regressor-text", "classifier-missing", "classifier-mixed"],
+)
+def test_bad_targets_are_named(estimator, y, match):
+    """Each failed with an inherited message that did not name the problem
+    ("could not convert string to float", "'<' not supported between
+    instances of 'NoneType' and 'str'", "Unknown label type")."""
+    X = np.random.default_rng(0).normal(size=(30, 3))
+    with pytest.raises(ValueError, match=match):
+        estimator(local_penalty=np.inf).fit(X, np.array(y, dtype=object))

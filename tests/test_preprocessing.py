@@ -557,3 +557,22 @@ def test_column_too_large_to_standardise_is_named(as_frame):
         TabularPreprocessor().fit(X)
     with pytest.raises(ValueError, match="too large for float32"):
         TabularPreprocessor(scale_numeric=False).fit(X)  # not standardised
+
+
+def test_sparse_columns_are_used_dense():
+    """A pandas sparse column failed in scikit-learn ("fill value must be 0
+    when converting to COO matrix")."""
+    X = _mixed_frame()
+    values = np.where(np.arange(len(X)) % 3 == 0, 1.5, 0.0)
+    sparse = X.assign(s=pd.arrays.SparseArray(values))
+    dense = X.assign(s=values)
+    out = TabularPreprocessor().fit(sparse).transform(sparse)
+    np.testing.assert_array_equal(
+        out, TabularPreprocessor().fit(dense).transform(dense)
+    )
+
+
+def test_non_scalar_cells_are_named():
+    X = _mixed_frame().assign(pair=[(i % 3, 1) for i in range(120)])
+    with pytest.raises(ValueError, match=r"Column 'pair' holds tuple values"):
+        TabularPreprocessor().fit(X)
