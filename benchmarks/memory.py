@@ -40,7 +40,7 @@ def measure(n: int, checkpoint: str, epochs: int, backend: str) -> dict:
     import psutil
     import torch
 
-    import autoglm_graph.estimators as estimators
+    import autoglm_graph._base as base
     import autoglm_graph.modules as modules
     import autoglm_graph.training as training
     from autoglm_graph import GraphGLMRegressor
@@ -72,8 +72,8 @@ def measure(n: int, checkpoint: str, epochs: int, backend: str) -> dict:
         setattr(owner, name, wrapper)
 
     for name, label in PHASES.items():
-        charged(training.Trainer, name, label)
-    charged(estimators, "fit_global_glm", "glm")
+        charged(training.TrainingState, name, label)
+    charged(base, "fit_global_glm", "glm")
     threading.Thread(target=sample, daemon=True).start()
     phase[0] = "data"
     X, y, _ = make_varying_coefficients(
