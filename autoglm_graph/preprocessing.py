@@ -458,13 +458,15 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
             self._columns = list(X.columns)
             self._dtypes = [str(dtype) for dtype in X.dtypes]
             self._classify_columns(X)
-        _check_no_infinity(X, self._numeric_idx)
-        if reset and self.scale_numeric and self._numeric_idx:
-            values = X.iloc[:, self._numeric_idx]
-            _check_variance_is_finite(
-                values.to_numpy(dtype=np.float64, na_value=np.nan),
-                self.numeric_features_,
+        if self._numeric_idx:
+            # One float64 copy of the numeric columns serves both checks.
+            values = X.iloc[:, self._numeric_idx].to_numpy(
+                dtype=np.float64, na_value=np.nan
             )
+            labels = [X.columns[i] for i in self._numeric_idx]
+            _check_no_infinity(values, labels)
+            if reset and self.scale_numeric:
+                _check_variance_is_finite(values, labels)
         if not reset:
             X = self._match_fitted_levels(X)
         return X
@@ -732,14 +734,12 @@ def _dense_scalar_columns(X: pd.DataFrame) -> pd.DataFrame:
     return X
 
 
-def _check_no_infinity(X: pd.DataFrame, numeric_idx: list[int]) -> None:
-    """Raise a ValueError naming the numeric columns of ``X`` that contain ±inf."""
-    if not numeric_idx:
-        return
-    values = X.iloc[:, numeric_idx].to_numpy(dtype=np.float64, na_value=np.nan)
+def _check_no_infinity(values: np.ndarray, labels: list) -> None:
+    """Raise a ValueError naming the numeric columns (``values``, labelled by
+    ``labels``) that contain ±inf."""
     bad = np.isinf(values).any(axis=0)
     if bad.any():
-        names = [repr(X.columns[i]) for i, b in zip(numeric_idx, bad, strict=True) if b]
+        names = [repr(label) for label, b in zip(labels, bad, strict=True) if b]
         raise ValueError(
             f"Input X contains infinity in numeric column(s) {', '.join(names)}; "
             "replace infinite values with NaN (to be imputed) or finite numbers."
