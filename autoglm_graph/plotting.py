@@ -171,7 +171,7 @@ def plot_local_coef(
     ax.set_yticklabels(features)
     ax.invert_yaxis()  # the first feature on top
     ax.axvline(0.0, color="0.7", linewidth=0.8, zorder=0)
-    ax.set_xlabel("coefficient (standardised design)")
+    ax.set_xlabel("coefficient (per unit of the column)")
     title = f"per-row coefficients of {len(local)} rows"
     if class_label is not None:
         title += f", class {_plain(class_label)!r}"

@@ -56,15 +56,8 @@ if model.is_global_only_:
     print(f"the fitted model is the global GLM: {model.global_only_reason_}")
 
 if data.coef_test is not None and data.family != "multinomial":
-    # The truth lives in the raw feature space; the model's in the standardised one.
-    scaler = data.X_train.to_numpy()
-    mean, scale = scaler.mean(axis=0), scaler.std(axis=0)
-    truth = np.column_stack(
-        [
-            data.coef_test[:, 0] + data.coef_test[:, 1:] @ mean,
-            data.coef_test[:, 1:] * scale,
-        ]
-    )
+    # local_coef is in the user's units, as the true coefficients are.
+    truth = data.coef_test
     for label, fitted in [("graph GLM", model), ("global GLM", glm)]:
         error = fitted.local_coef(data.X_test).to_numpy() - truth
         print(
@@ -79,7 +72,7 @@ def left_out(n_shown: int, n_all: int) -> str:
 
 coef = np.atleast_2d(model.coef_)[0]
 which = " (first class)" if np.ndim(model.coef_) == 2 and len(model.coef_) > 1 else ""
-print(f"\nglobal GLM coefficients{which}, {len(coef)} terms (standardised design):")
+print(f"\nglobal GLM coefficients{which}, {len(coef)} terms (per unit of each column):")
 terms = list(zip(model.feature_names_out_, coef, strict=True))
 for feature, value in terms[:MAX_TERMS]:
     print(f"  {feature:>12s} {value:+.3f}")
