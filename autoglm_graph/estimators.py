@@ -25,7 +25,11 @@ _COMMON_PARAMS_DOC = """
     alpha : float, default=1e-4
         L2 penalty of the global GLM's slopes, as in scikit-learn's
         ``PoissonRegressor``: the global GLM minimises
-        ``(1/sum(w)) sum_i w_i unit_deviance_i / 2 + alpha/2 ||beta||^2``.
+        ``(1/sum(w)) sum_i w_i unit_deviance_i / 2 + alpha/2 ||beta||^2``,
+        with ``beta`` the slopes in the user's units (``coef_``: per unit of
+        each numeric column, per one-hot level) and the intercept not
+        penalised. ``LogisticRegression(C=1 / (n * alpha))`` and
+        ``Ridge(alpha=n * alpha)`` have the same objective (unit weights).
     n_neighbors : int, default=16
         Neighbours (training rows) per row in the similarity graph.
     threshold : float, default=0.0

@@ -181,6 +181,14 @@ def test_separation_warns():
         GraphGLMClassifier(alpha=0.0, **GLM_ONLY).fit(X, y)
 
 
+def test_quasi_complete_separation_warns():
+    # Both classes only at x = 0: the slope still diverges.
+    x = np.r_[np.linspace(-2, -0.1, 20), np.zeros(4), np.linspace(0.1, 2, 20)]
+    y = np.r_[np.zeros(20), [0, 1, 0, 1], np.ones(20)].astype(int)
+    with pytest.warns(ConvergenceWarning, match="Quasi-complete separation"):
+        GraphGLMClassifier(alpha=0.0, **GLM_ONLY).fit(x[:, None], y)
+
+
 def test_multinomial_separation_warns():
     X = np.repeat([[0.0], [1.0], [2.0]], 10, axis=0)
     y = np.repeat(["a", "b", "c"], 10)
