@@ -30,6 +30,8 @@ def check_number(
     what = "an integer" if integer else "a number"
     if isinstance(value, bool) or not isinstance(value, kind):
         raise ValueError(f"The '{name}' parameter must be {what}; got {value!r}.")
+    if isinstance(value, np.generic):  # say -1.0, not np.float64(-1.0)
+        value = value.item()
     if np.isnan(value) or (np.isinf(value) and not allow_inf):
         raise ValueError(f"The '{name}' parameter must be finite; got {value!r}.")
     if low is not None and (value < low or (low_open and value == low)):

@@ -258,6 +258,8 @@ def test_no_leakage_on_noise_targets():
         ({"callbacks": [1]}, np.ones(30), "on_epoch_end.*got 1"),
         ({"callbacks": 5}, np.ones(30), "'callbacks' parameter must be a list"),
         ({"device": "meta"}, np.ones(30), "'device' parameter.*got 'meta'"),
+        # A numpy scalar is printed as the number, not as np.float64(-1.0).
+        ({"alpha": np.float64(-1.0)}, np.ones(30), r"'alpha'.*>= 0; got -1\.0\.$"),
     ],
 )
 def test_bad_input_raises(params, y, match):
