@@ -106,7 +106,8 @@ _COMMON_PARAMS_DOC = """
     validation_fraction : float, default=0.1
     n_iter_no_change : int, default=10
         Patience, counted from the global GLM's validation deviance; until an
-        epoch beats it, the patience is at most 5 epochs
+        epoch beats it by more than one standard error, the patience is at
+        most 5 epochs
         (``training.SCREENING_EPOCHS``), so that a network with nothing to add
         is given up early. 10 instead of 20 ends fits 10 epochs sooner; on the
         suite's validation curves (smooth, from weight averaging) it kept the

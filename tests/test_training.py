@@ -89,6 +89,24 @@ def test_screening_until_the_glm_is_beaten():
     assert decisions == [False, False, False, False, False, True]
 
 
+class _Selector:
+    def __init__(self, ahead: bool) -> None:
+        self._ahead = ahead
+
+    def ahead(self) -> bool:
+        return self._ahead
+
+
+def test_full_patience_only_when_ahead_by_one_standard_error():
+    values = (0.99, 0.98, 0.985, 0.99, 0.995)  # below the GLM, then rising
+    for ahead, expected in ((False, [False] * 4 + [True]), (True, [False] * 5)):
+        trainer = _History(baseline=1.0)
+        trainer.selector = _Selector(ahead)
+        stopper = EarlyStopping(patience=10, tol=0.0, screening=3)
+        decisions = [stopper.on_epoch_end(trainer, {"val_deviance": v}) for v in values]
+        assert decisions == expected
+
+
 def test_network_that_cannot_beat_the_glm_stops_early():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(600, 4))
