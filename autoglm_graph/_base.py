@@ -380,9 +380,11 @@ class _BaseGraphGLM(BaseEstimator):
             val = rows.subset(torch.as_tensor(val_pos, device=self.device_))
         del rows  # the subsets are copies: free the full set before training
         trainer = self._make_trainer(design.shape[1], train)
+        # The fit's own generator (seeded from the fit's seed) serves the
+        # fused path; fork_rng keeps the caller's global generator as it was
+        # for torch_geometric's layers, which draw from it.
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            result = trainer.fit(train, val, neighbor_cache=neighbor_cache)
+            result = trainer.fit(train, val, neighbor_cache=neighbor_cache, seed=seed)
         self.history_ = result.history
         if result.gain is not None:
             self.validation_gain_ = result.gain

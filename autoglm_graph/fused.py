@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.nn import GATConv
 
+from ._random import dropout
 from .graph import NeighborGraph
 
 __all__ = ["FixedDegreeAdjacency", "fixed_degree_gat"]
@@ -223,6 +224,7 @@ def fixed_degree_gat(
     x: tuple[Tensor, Tensor],
     adjacency: FixedDegreeAdjacency,
     return_attention: bool = False,
+    generator: torch.Generator | None = None,
 ):
     """``conv((x_src, x_dst), edge_index, edge_attr=similarity)`` on a fixed layout.
 
@@ -238,6 +240,8 @@ def fixed_degree_gat(
     return_attention : bool, default=False
         Also return the attention weights ``[n_dst, k, heads]`` (zero where
         masked).
+    generator : torch.Generator, default=None
+        Source of the attention dropout's mask (None: torch's global one).
 
     Returns
     -------
@@ -259,7 +263,7 @@ def fixed_degree_gat(
     alpha = _AttentionWeights.apply(
         score_src, score_dst, edge_weight, adjacency, conv.negative_slope
     )
-    alpha = F.dropout(alpha, p=conv.dropout, training=conv.training)
+    alpha = dropout(alpha, conv.dropout, conv.training, generator)
     states = h_src.permute(1, 0, 2).contiguous()  # [heads, m, channels]
     aggregated = _AttentionAggregate.apply(
         alpha.permute(2, 0, 1).contiguous().float(), states.float(), adjacency

@@ -17,6 +17,7 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 from torch_geometric.nn import GATConv, GATv2Conv
 
+from ._random import BUILD_LOCK, dropout, replay_context
 from .fused import FixedDegreeAdjacency, fixed_degree_gat
 from .graph import NeighborGraph
 
@@ -107,11 +108,37 @@ class NetConfig:
         """The configuration ``net`` was built from."""
         return cls(**{f.name: getattr(net, f.name) for f in fields(cls)})
 
-    def build(self) -> GraphGLMNet:
-        """A new network (initial weights drawn from torch's RNG)."""
+    def build(self, seed: int | None = None) -> GraphGLMNet:
+        """A new network, initial weights drawn from torch's global generator.
+
+        With ``seed``, the weights are those of ``torch.manual_seed(seed)``,
+        the global generator is left as it was, and the network's
+        ``generator`` (its dropout masks, see :mod:`autoglm_graph._random`)
+        continues that seed's stream: a fit owns its randomness.
+        """
         kwargs = asdict(self)
         n_in, n_out = kwargs.pop("in_channels"), kwargs.pop("out_channels")
-        return GraphGLMNet(n_in, n_out, **kwargs)
+        if seed is None:
+            with BUILD_LOCK:
+                return GraphGLMNet(n_in, n_out, **kwargs)
+        with BUILD_LOCK, torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            net = GraphGLMNet(n_in, n_out, **kwargs)
+            net.generator = torch.Generator().set_state(torch.get_rng_state())
+        return net
+
+
+class _Dropout(nn.Module):
+    """``nn.Dropout`` drawing from the owning network's ``generator``."""
+
+    def __init__(self, p: float, owner: GraphGLMNet) -> None:
+        super().__init__()
+        self.p = p
+        # A plain reference, not a submodule (that would be a cycle).
+        object.__setattr__(self, "_owner", owner)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return dropout(x, self.p, self.training, self._owner.generator)
 
 
 class GraphGLMNet(nn.Module):
@@ -181,10 +208,13 @@ class GraphGLMNet(nn.Module):
                 "message_passing='fused' exists for conv='gat' only; got "
                 f"conv={conv!r}."
             )
+        #: Where dropout masks come from (None: torch's global generator);
+        #: see :mod:`autoglm_graph._random`.
+        self.generator: torch.Generator | None = None
         self.encoder = nn.Sequential(
             nn.Linear(in_channels, hidden_channels),
             nn.GELU(),
-            nn.Dropout(dropout),
+            _Dropout(dropout, self),
             nn.Linear(hidden_channels, hidden_channels),
             nn.LayerNorm(hidden_channels),
         )
@@ -241,7 +271,9 @@ class GraphGLMNet(nn.Module):
         conv = self.convs[layer]
         attention = None
         if isinstance(adjacency, FixedDegreeAdjacency):
-            out = fixed_degree_gat(conv, (x_src, h_dst), adjacency, return_attention)
+            out = fixed_degree_gat(
+                conv, (x_src, h_dst), adjacency, return_attention, self.generator
+            )
             if return_attention:
                 out, alpha = out
                 attention = (edge_list(adjacency), alpha[adjacency.mask])
@@ -254,8 +286,8 @@ class GraphGLMNet(nn.Module):
             )
             if return_attention:
                 out, attention = out
-        out = nn.functional.dropout(
-            nn.functional.gelu(out), p=self.dropout, training=self.training
+        out = dropout(
+            nn.functional.gelu(out), self.dropout, self.training, self.generator
         )
         return self.norms[layer](h_dst + out), attention
 
@@ -286,7 +318,12 @@ class GraphGLMNet(nn.Module):
             if not recompute:
                 return function(*args)
             # Dropout masks are replayed: the recomputation is the same pass.
-            return checkpoint(function, *args, use_reentrant=False)
+            return checkpoint(
+                function,
+                *args,
+                use_reentrant=False,
+                context_fn=lambda: replay_context(self.generator),
+            )
 
         h = run(self.encode, context) if z is None else z
         embedding = h

@@ -23,6 +23,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from ._random import on_device
 from .families import Family
 from .graph import NeighborCache, NeighborGraph, cosine_topk
 from .modules import GraphGLMNet, NetConfig, SourceStates
@@ -347,6 +348,7 @@ class Trainer:
         val: RowData | None,
         *,
         neighbor_cache: NeighborCache | None = None,
+        seed: int | None = None,
     ) -> FitResult:
         """Build the network on the rows' device and train it.
 
@@ -358,14 +360,23 @@ class Trainer:
 
         ``neighbor_cache`` shares input-space searches between fits (a
         hyperparameter search passes one to every trial); None gives this fit
-        its own.
+        its own. ``seed`` gives the fit its own random stream (initial weights
+        and dropout masks, :mod:`autoglm_graph._random`): the same seed, the
+        same model, whatever other threads draw meanwhile; None draws from
+        torch's global generator.
         """
-        net = self.net.build().to(train.context.device)
+        device = train.context.device
+        net = self.net.build(seed).to(device)
+        if net.generator is not None:
+            net.generator = on_device(net.generator, device)
+            if not net.fused:  # torch_geometric's layers draw from the global one
+                torch.set_rng_state(net.generator.get_state())
         state = TrainingState(self, net, neighbor_cache)
         try:
             best = state.run(train, val)
         finally:
             index = state.finish(train)
+            net.generator = None  # a fitted network draws nothing
         selector = state.selector
         result = FitResult(
             history=state.history,
@@ -589,7 +600,7 @@ class TrainingState:
 
     def _minibatch_epoch(self, optimizer, train: RowData, graph: NeighborGraph):
         n = train.y.shape[0]
-        order = torch.randperm(n, device=train.y.device)
+        order = torch.randperm(n, device=train.y.device, generator=self.net.generator)
         total_loss = total_dev = total_w = 0.0
         for start in range(0, n, self.config.batch_size):
             batch = order[start : start + self.config.batch_size]

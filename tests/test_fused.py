@@ -226,8 +226,11 @@ def test_csr_indices_are_int32_unless_they_overflow():
     assert crow.shape == (61,) and t_crow.shape == (81,)
 
 
-@pytest.mark.parametrize("message_passing", ["fused", "pyg"])
-def test_checkpointed_layers_give_the_same_gradients(message_passing):
+@pytest.mark.parametrize(
+    "message_passing, own_generator",
+    [("fused", False), ("pyg", False), ("fused", True)],
+)
+def test_checkpointed_layers_give_the_same_gradients(message_passing, own_generator):
     # Large training passes recompute the layers in the backward pass; with
     # dropout on, the replayed pass must draw the same masks.
     torch.manual_seed(2)
@@ -248,6 +251,8 @@ def test_checkpointed_layers_give_the_same_gradients(message_passing):
         net.checkpoint_rows = checkpoint_rows
         net.zero_grad()
         torch.manual_seed(3)
+        if own_generator:  # a fit's own stream (autoglm_graph._random)
+            net.generator = torch.Generator().manual_seed(3)
         out, _ = net(context, targets, adjacency)
         (out.square().sum() + out.sum()).backward()
         return out.detach(), [p.grad.clone() for p in net.parameters()]
