@@ -21,6 +21,7 @@ except PackageNotFoundError:  # running from a source tree without installation
 
 #: Public name -> (module, attribute in it).
 _EXPORTS = {
+    "Checkpoint": ("checkpoint", "Checkpoint"),
     "CosineNeighbors": ("graph", "CosineNeighbors"),
     "Family": ("families", "Family"),
     "GraphGLMClassifier": ("estimators", "GraphGLMClassifier"),
@@ -41,6 +42,7 @@ _EXPORTS = {
 #: Submodules reachable as attributes after ``import autoglm_graph``, as when
 #: this file imported them eagerly.
 _SUBMODULES = (
+    "checkpoint",
     "cli",
     "datasets",
     "estimators",
@@ -59,6 +61,7 @@ _SUBMODULES = (
 )
 
 __all__ = [
+    "Checkpoint",
     "CosineNeighbors",
     "Family",
     "GraphGLMClassifier",
@@ -95,6 +98,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # static analysers and IDEs see the names directly
+    from .checkpoint import Checkpoint
     from .estimators import GraphGLMClassifier, GraphGLMRegressor
     from .families import Family, get_family
     from .graph import CosineNeighbors, NeighborGraph, cosine_topk, recall_at_k

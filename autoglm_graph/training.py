@@ -270,6 +270,16 @@ class EarlyStopping:
         self._bad_epochs = 0
         self._beaten_glm = False
 
+    _STATE = ("_best", "_last", "_bad_epochs", "_beaten_glm")
+
+    def state_dict(self) -> dict:
+        """The counters a resumed fit continues from (:class:`Checkpoint`)."""
+        return {name: getattr(self, name) for name in self._STATE}
+
+    def load_state_dict(self, state: dict) -> None:
+        for name in self._STATE:
+            setattr(self, name, state[name])
+
     def on_epoch_end(self, trainer: Trainer, logs: dict) -> bool:
         value = logs.get("val_deviance")
         if value is None:
@@ -444,6 +454,12 @@ class TrainingState:
         self._ema_steps = 0
         self._adjacency_cache: tuple | None = None
         self._val_adjacency = None
+        #: The graphs of the last refresh, the optimiser and the last epoch
+        #: run: with the above, what a checkpoint holds (:class:`Checkpoint`).
+        self.train_graph: NeighborGraph | None = None
+        self._val_graph: NeighborGraph | None = None
+        self.optimizer = None
+        self.epoch = 0
 
     def finish(self, train: RowData) -> tuple | None:
         """Drop the loop's scratch; the ``(base, index)`` prediction may reuse.
@@ -459,7 +475,79 @@ class TrainingState:
                 index = (train.context, built)
         self.neighbor_cache = None
         self._ema = self._adjacency_cache = self._val_adjacency = None
+        self.train_graph = self._val_graph = self.optimizer = None
         return index
+
+    # ------------------------------------------------------------- checkpoint
+    def state_dict(self) -> dict:
+        """Everything the next epoch depends on, as tensors and plain values.
+
+        Loading it into a new state for the same rows and settings
+        (:meth:`load_state_dict`) continues the fit exactly where it was: on
+        the CPU the finished model is bit-identical to an uninterrupted one.
+        """
+        selector = self.selector
+        best = None if selector is None else selector.best
+        return {
+            "epoch": self.epoch,
+            "net": self.net.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "ema": self._ema,
+            "ema_steps": self._ema_steps,
+            "history": self.history,
+            "graph": _graph_dict(self.train_graph),
+            "val_graph": _graph_dict(self._val_graph),
+            "generator": None
+            if self.net.generator is None
+            else self.net.generator.get_state(),
+            "global_rng": torch.get_rng_state(),
+            "precision": self.precision,
+            "scaler": self._scaler.state_dict(),
+            "best_value": None if selector is None else selector.best_value,
+            "best_unit": None if selector is None else selector.best_unit,
+            "best": None
+            if best is None
+            else {
+                "state_dict": best.state_dict,
+                "graph": _graph_dict(best.train_graph),
+                "epoch": best.epoch,
+            },
+            "callbacks": [cb.state_dict() for cb in self.stateful_callbacks()],
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from :meth:`state_dict`'s record (see there)."""
+        self.epoch = state["epoch"]
+        self.net.load_state_dict(state["net"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self._ema, self._ema_steps = state["ema"], state["ema_steps"]
+        self.history[:] = state["history"]
+        self.train_graph = _graph_of(state["graph"])
+        self._val_graph = _graph_of(state["val_graph"])
+        if state["generator"] is not None:
+            self.net.generator.set_state(state["generator"])
+        if not self.net.fused:  # torch_geometric's layers draw from it
+            torch.set_rng_state(state["global_rng"])
+        self.precision = state["precision"]
+        self._scaler.load_state_dict(state["scaler"])
+        if self.selector is not None:
+            self.selector.best_value = state["best_value"]
+            self.selector.best_unit = state["best_unit"]
+            best = state["best"]
+            if best is not None:
+                self.selector.best = FittedGraphState(
+                    state_dict=best["state_dict"],
+                    train_graph=_graph_of(best["graph"]),
+                    epoch=best["epoch"],
+                )
+        for callback, saved in zip(
+            self.stateful_callbacks(), state["callbacks"], strict=True
+        ):
+            callback.load_state_dict(saved)
+
+    def stateful_callbacks(self) -> list:
+        """The callbacks whose state a checkpoint keeps (``state_dict``)."""
+        return [cb for cb in self.config.callbacks if hasattr(cb, "state_dict")]
 
     # ------------------------------------------------------------------ graph
     def graph_vectors(self, context: Tensor, z: Tensor | None = None) -> Tensor:
@@ -628,6 +716,7 @@ class TrainingState:
             lr=config.learning_rate,
             weight_decay=config.weight_decay,
         )
+        self.optimizer = optimizer
         selector = None
         if val is not None:
             zero = torch.zeros(
@@ -641,8 +730,19 @@ class TrainingState:
             self._ema = {
                 k: torch.zeros_like(v) for k, v in self.net.state_dict().items()
             }
+        self.epoch = 0
+        for callback in self.config.callbacks:
+            if hasattr(callback, "on_train_begin"):
+                callback.on_train_begin(self, train, val)
+        if self.epoch:  # resumed from a checkpoint
+            graph = self.train_graph
+            if val is not None:
+                self._val_adjacency = self.net.adjacency(
+                    self._val_graph, n_src=train.context.shape[0]
+                )
+        epoch = self.epoch
         bar = tqdm(
-            range(1, self.config.max_epochs + 1),
+            range(self.epoch + 1, self.config.max_epochs + 1),
             desc="epochs",
             **progress_options(self.config.verbose),
         )
@@ -658,6 +758,7 @@ class TrainingState:
                     # One encoding of the training rows serves both searches.
                     base = self.graph_vectors(train.context)
                     graph = self.training_graph(train, base)
+                    self.train_graph = graph
                     if val is not None:
                         self._val_adjacency = self.validation_adjacency(
                             train, val, base
@@ -707,6 +808,7 @@ class TrainingState:
                     validate(self.source_states(train, graph))
             logs["seconds"] = time.perf_counter() - start
             self.history.append(logs)
+            self.epoch = epoch
             bar.set_postfix({k: f"{v:.4g}" for k, v in logs.items() if "deviance" in k})
             if any(cb.on_epoch_end(self, logs) for cb in self.config.callbacks):
                 break
@@ -758,6 +860,7 @@ class TrainingState:
         self.net.eval()
         queries = self.graph_vectors(val.context)
         graph = self.build_graph(queries.float(), base.float())
+        self._val_graph = graph
         return self.net.adjacency(graph, n_src=train.context.shape[0])
 
     @torch.no_grad()
@@ -776,6 +879,16 @@ class TrainingState:
     def _snapshot(self, graph: NeighborGraph, epoch: int) -> FittedGraphState:
         state = {k: v.detach().clone() for k, v in self.net.state_dict().items()}
         return FittedGraphState(state_dict=state, train_graph=graph, epoch=epoch)
+
+
+def _graph_dict(graph: NeighborGraph | None) -> dict | None:
+    if graph is None:
+        return None
+    return {f: getattr(graph, f) for f in ("indices", "similarities", "mask")}
+
+
+def _graph_of(record: dict | None) -> NeighborGraph | None:
+    return None if record is None else NeighborGraph(**record)
 
 
 def khop_subgraph(
