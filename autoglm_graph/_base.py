@@ -19,6 +19,7 @@ from sklearn.model_selection import GroupShuffleSplit, train_test_split
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import (
     _check_sample_weight,
+    check_array,
     check_consistent_length,
     check_is_fitted,
     column_or_1d,
@@ -197,7 +198,13 @@ class _BaseGraphGLM(BaseEstimator):
         check_number("verbose", self.verbose, integer=True, low=0)
 
     def _validate_X(self, X, *, reset: bool):
-        if hasattr(X, "iloc"):
+        on_frame = not reset and getattr(self.preprocessor_, "_fitted_on_frame", False)
+        if hasattr(X, "iloc") or on_frame:
+            if not hasattr(X, "iloc"):
+                # Fitted on a DataFrame: an array's columns are those of fit,
+                # and the preprocessor reads each as fit did (strings stay
+                # strings), so only its shape is checked here.
+                X = check_array(X, dtype=None, ensure_all_finite=False)
             validate_data(self, X, reset=reset, skip_check_array=True)
             return X
         return validate_data(

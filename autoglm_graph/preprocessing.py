@@ -445,6 +445,7 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
         validate_data(self, X, skip_check_array=True, reset=reset)
         if not reset:
             self._check_column_labels(X)
+            self._check_numeric_dtypes(X)
         X = _dense_scalar_columns(X)
         n_samples, n_features = X.shape
         if n_samples == 0 or n_features == 0:
@@ -459,11 +460,14 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
             self._dtypes = [str(dtype) for dtype in X.dtypes]
             self._classify_columns(X)
         if self._numeric_idx:
-            # One float64 copy of the numeric columns serves both checks.
-            values = X.iloc[:, self._numeric_idx].to_numpy(
-                dtype=np.float64, na_value=np.nan
-            )
             labels = [X.columns[i] for i in self._numeric_idx]
+            # One float64 copy of the numeric columns serves both checks.
+            try:
+                values = X.iloc[:, self._numeric_idx].to_numpy(
+                    dtype=np.float64, na_value=np.nan
+                )
+            except (TypeError, ValueError) as exc:  # only at predict: fit classified
+                raise _not_numeric_error(X.iloc[:, self._numeric_idx]) from exc
             _check_no_infinity(values, labels)
             if reset and self.scale_numeric:
                 _check_variance_is_finite(values, labels)
@@ -494,6 +498,21 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
             f"{missing!r}, unexpected {unexpected!r}."
         )
 
+    def _check_numeric_dtypes(self, X: pd.DataFrame) -> None:
+        """Numeric columns of fit may not arrive as dates, durations or complex
+        numbers (which would convert to floats silently, or fail deep inside
+        scikit-learn)."""
+        bad = [
+            f"{X.columns[i]!r} ({X.dtypes.iloc[i]})"
+            for i in self._numeric_idx
+            if _column_kind(X.dtypes.iloc[i]) is None
+        ]
+        if bad:
+            raise ValueError(
+                f"Column(s) {', '.join(bad)} were numeric in fit and have a dtype "
+                f"{type(self).__name__} does not read; pass numbers."
+            )
+
     def _match_fitted_levels(self, X: pd.DataFrame) -> pd.DataFrame:
         """Map the values of categorical columns whose dtype changed since
         ``fit`` back to the fitted levels, and say so.
@@ -509,11 +528,14 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
         encoder = self.column_transformer_.named_steps["columns"]
         encoder = encoder.named_transformers_["categorical"][-1]
         changed: list[str] = []
+        unseen: list[str] = []
         for col, levels in zip(self._categorical_idx, encoder.categories_, strict=True):
             values = X.iloc[:, col]
             if str(values.dtype) == fitted[col]:
                 continue
-            mapped, examples = _to_fitted_levels(values, set(levels.tolist()))
+            mapped, examples, unmatched = _to_fitted_levels(
+                values, set(levels.tolist())
+            )
             if examples:
                 if not changed:
                     X = X.copy()
@@ -523,11 +545,30 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
                     f"{self._columns[col]!r} ({fitted[col]} in fit, {values.dtype} "
                     f"here; {shown})"
                 )
+            if unmatched:
+                # Another dtype *and* no fitted level: most likely the wrong
+                # column or codes for labels, not new categories.
+                fitted_levels = ", ".join(repr(_plain(v)) for v in levels[:5])
+                fitted_levels += ", ..." if len(levels) > 5 else ""
+                unseen.append(
+                    f"{self._columns[col]!r} ({fitted[col]} in fit, {values.dtype} "
+                    f"here): {', '.join(repr(v) for v in unmatched[:3])} match no "
+                    f"level of fit ({fitted_levels})"
+                )
         if changed:
             warnings.warn(
                 "Categorical column(s) with another dtype than in fit were matched "
                 f"to the fitted levels: {'; '.join(changed)}. Pass the dtypes of "
                 "fit to silence this warning.",
+                DataConversionWarning,
+                stacklevel=_caller_stacklevel(),
+            )
+        if unseen:
+            warnings.warn(
+                "Categorical column(s) with another dtype than in fit hold values "
+                f"that are no level of fit, encoded as unseen levels: "
+                f"{'; '.join(unseen)}. Check the column, or pass the labels of fit "
+                "rather than codes.",
                 DataConversionWarning,
                 stacklevel=_caller_stacklevel(),
             )
@@ -656,10 +697,11 @@ def _readings(value: Any) -> list[str]:
     return readings
 
 
-def _to_fitted_levels(values: pd.Series, levels: set[str]) -> tuple[list, list]:
+def _to_fitted_levels(values: pd.Series, levels: set[str]) -> tuple[list, list, list]:
     """``values`` with each value that is not a fitted level, but has exactly one
-    reading that is, replaced by that level; and (value, level) examples."""
-    out, examples = values.astype(object).tolist(), []
+    reading that is, replaced by that level; (value, level) examples; and the
+    values (first of each) that matched no level."""
+    out, examples, unmatched = values.astype(object).tolist(), [], []
     seen: dict[Any, str | None] = {}
     for i, value in enumerate(out):
         if value is None or (isinstance(value, float) and np.isnan(value)):
@@ -671,9 +713,34 @@ def _to_fitted_levels(values: pd.Series, levels: set[str]) -> tuple[list, list]:
             seen[value] = matches.pop() if len(matches) == 1 else None
             if seen[value] is not None:
                 examples.append((_plain(value), seen[value]))
+            else:
+                unmatched.append(_plain(value))
         if seen[value] is not None:
             out[i] = seen[value]
-    return out, examples
+    return out, examples, unmatched
+
+
+def _not_numeric_error(frame: pd.DataFrame) -> ValueError:
+    """A ValueError naming the numeric columns of fit whose values are not numbers."""
+    bad = []
+    for label in frame.columns:
+        column = frame[label]
+        try:
+            column.to_numpy(dtype=np.float64, na_value=np.nan)
+            continue
+        except (TypeError, ValueError):
+            pass
+        present = column[column.notna()]
+        numbers = pd.to_numeric(present.astype(str), errors="coerce")
+        examples = present[numbers.isna()].drop_duplicates().head(3).tolist()
+        bad.append(
+            f"{label!r} ({column.dtype}, e.g. "
+            f"{', '.join(repr(_plain(v)) for v in examples) or 'non-numeric values'})"
+        )
+    return ValueError(
+        f"Column(s) {'; '.join(bad)} were numeric in fit and hold values that are "
+        "not numbers here; pass numbers (missing values may be NaN)."
+    )
 
 
 def _check_variance_is_finite(values: np.ndarray, labels: list) -> None:

@@ -524,17 +524,49 @@ def test_numeric_frame_through_to_numpy_keeps_bool_levels():
     np.testing.assert_array_equal(out, pre.transform(X))
 
 
-def test_unmatched_values_stay_unseen_without_a_warning():
-    import warnings
+def test_unmatched_values_of_another_dtype_stay_unseen_and_are_named():
+    """Another dtype and no fitted level (labels passed as codes, the wrong
+    column): encoded as unseen levels, as before, but no longer silently."""
+    from sklearn.exceptions import DataConversionWarning
 
     X = _mixed_frame()
     pre = TabularPreprocessor().fit(X)
     X2 = X.assign(obj=X["obj"].astype(float) + 0.5)  # 1.5 is no fitted level
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with pytest.warns(DataConversionWarning, match=r"'obj' \(object in fit, float64"):
         out = pre.transform(X2)
     obj = [i for i, n in enumerate(pre.get_feature_names_out()) if n.startswith("obj")]
     assert (out[:, obj] == 0).all()
+
+
+def test_same_dtype_unseen_levels_stay_silent():
+    import warnings
+
+    X = _mixed_frame()
+    pre = TabularPreprocessor().fit(X)
+    X2 = X.assign(obj=np.array([7] * len(X), dtype=object))  # a new level, same dtype
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pre.transform(X2)
+
+
+def test_non_numbers_in_a_numeric_column_are_named():
+    X = _mixed_frame()
+    pre = TabularPreprocessor().fit(X)
+    with pytest.raises(ValueError, match=r"'a' \(object, e.g. 'x'\) were numeric"):
+        pre.transform(X.assign(a=np.array(["x"] + [1.0] * (len(X) - 1), dtype=object)))
+    with pytest.raises(ValueError, match=r"'a' \(datetime64.*\) were numeric"):
+        pre.transform(X.assign(a=pd.Timestamp("2020-01-01")))
+
+
+def test_estimator_fitted_on_a_frame_predicts_its_to_numpy():
+    from autoglm_graph import GraphGLMRegressor
+
+    X = _mixed_frame()
+    y = np.random.default_rng(0).poisson(1.0, len(X))
+    model = GraphGLMRegressor(family="poisson", local_penalty=np.inf).fit(X, y)
+    with pytest.warns(UserWarning, match="feature names"):
+        from_array = model.predict(X.to_numpy())  # strings and all, as objects
+    np.testing.assert_allclose(from_array, model.predict(X))
 
 
 def test_integer_column_labels_reordered_are_refused():
