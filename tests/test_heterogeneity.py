@@ -67,12 +67,12 @@ def test_bad_alpha():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=False,
-    reason="measured on 20 seeds (benchmarks/results/heterogeneity.md): power "
-    "and size miss the issue's 0.90 / 0.10; see the module's Limits",
-)
 def test_power_and_size_over_seeds():
+    """A guard on what the test achieves: here power 0.93 and size 0.33 over
+    these 20 seeds at alpha 0.05 (``benchmarks/results/heterogeneity.md``:
+    0.93 and 0.35). The size misses #15's target of 0.10 (see the module's
+    Limits); this fails if either gets worse, where an xfail passed whatever
+    happened."""
     flagged_varying, flagged_constant = [], []
     for seed in range(20):
         X, y = _data(4000, seed)
@@ -81,5 +81,7 @@ def test_power_and_size_over_seeds():
         table = heterogeneity_test(model, X[2000:], y[2000:])
         flagged_varying += list(table.loc[["intercept", "x0", "x1"], "varies"])
         flagged_constant += list(table.loc[["x2", "x3"], "varies"])
-    assert np.mean(flagged_varying) >= 0.9
-    assert np.mean(flagged_constant) <= 0.1
+    power, size = np.mean(flagged_varying), np.mean(flagged_constant)
+    print(f"power {power:.3f}, size {size:.3f}")
+    assert power >= 0.9
+    assert size <= 0.4
