@@ -725,21 +725,18 @@ class TrainingState:
             selector = EpochSelector(self._unit_deviance(zero, val), val.weight)
             self.history.append({"epoch": 0, "val_deviance": selector.baseline_value})
         self.selector = selector  # early stopping asks it how far ahead the best is
-        graph = None
         if self.config.ema_decay > 0:
             self._ema = {
                 k: torch.zeros_like(v) for k, v in self.net.state_dict().items()
             }
-        self.epoch = 0
         for callback in self.config.callbacks:
             if hasattr(callback, "on_train_begin"):
                 callback.on_train_begin(self, train, val)
-        if self.epoch:  # resumed from a checkpoint
-            graph = self.train_graph
-            if val is not None:
-                self._val_adjacency = self.net.adjacency(
-                    self._val_graph, n_src=train.context.shape[0]
-                )
+        graph = self.train_graph  # None unless resumed from a checkpoint
+        if graph is not None and val is not None:
+            self._val_adjacency = self.net.adjacency(
+                self._val_graph, n_src=train.context.shape[0]
+            )
         epoch = self.epoch
         bar = tqdm(
             range(self.epoch + 1, self.config.max_epochs + 1),
