@@ -308,6 +308,25 @@ class GraphGLMNet(nn.Module):
         Returns the coefficient deviations of every row and the states that new
         rows need (:class:`SourceStates`). ``z`` may pass a precomputed encoding.
         """
+        return self._transductive(context, targets, adjacency, z, head=True)
+
+    def source_states(
+        self,
+        context: Tensor,
+        targets: Tensor | None,
+        adjacency,
+        z: Tensor | None = None,
+    ) -> SourceStates:
+        """The states of :meth:`forward` alone: the training rows' inputs to
+        each layer and the pool, without the last layer and the head.
+
+        New rows read only these, so validation and prediction skip the last
+        layer and the head over the training rows (about half of a pass with
+        two layers).
+        """
+        return self._transductive(context, targets, adjacency, z, head=False)
+
+    def _transductive(self, context, targets, adjacency, z, head: bool):
         recompute = (
             torch.is_grad_enabled()
             and self.checkpoint_rows is not None
@@ -334,8 +353,12 @@ class GraphGLMNet(nn.Module):
                 pooled = h.mean(dim=0)
             x_src = self._source_input(layer, h, targets)
             layers.append(x_src)
+            if layer == self.num_layers - 1 and not head:
+                break
             h, _ = run(self._layer, layer, x_src, h, adjacency)
         states = SourceStates(layers=layers, pooled=pooled, embedding=embedding)
+        if not head:
+            return states
         return run(self._head, h, pooled), states
 
     def forward_query(

@@ -608,10 +608,10 @@ class TrainingState:
     def source_states(self, train: RowData, train_graph: NeighborGraph) -> SourceStates:
         """Per-layer states of the training rows, as new rows will see them."""
         self.net.eval()
-        _, states = self._forward(
-            train.context, train.targets, self._adjacency(train_graph)
-        )
-        return states
+        with self._autocast():
+            return self.net.source_states(
+                train.context, train.targets, self._adjacency(train_graph)
+            )
 
     @torch.no_grad()
     def query_delta(self, context: Tensor, states: SourceStates, adjacency) -> Tensor:

@@ -118,6 +118,34 @@ def test_network_fast_path_equals_pyg_path():
     torch.testing.assert_close(att_f, att_r, atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.parametrize("message_passing", ["auto", "pyg"])
+def test_source_states_are_forwards_without_the_last_layer(message_passing):
+    """Validation and prediction read the training rows' states only: the
+    shortcut gives forward()'s states bit for bit, and never runs the last
+    layer or the head."""
+    torch.manual_seed(2)
+    net, _ = _net_pair()
+    if message_passing == "pyg":
+        _, net = _net_pair()
+    context, targets = torch.randn(40, 6), torch.randn(40, 2)
+    adjacency = net.adjacency(cosine_topk(context, n_neighbors=5), 40)
+    _, full = net(context, targets, adjacency)
+    calls = []
+    hooks = [
+        module.register_forward_hook(lambda *_: calls.append(1))
+        for module in (net.convs[-1].lin_dst, net.head)
+    ]
+    short = net.source_states(context, targets, adjacency)
+    for hook in hooks:
+        hook.remove()
+    assert not calls
+    assert len(short.layers) == len(full.layers) == net.num_layers
+    for a, b in zip(short.layers, full.layers, strict=True):
+        assert torch.equal(a, b)
+    assert torch.equal(short.pooled, full.pooled)
+    assert torch.equal(short.embedding, full.embedding)
+
+
 def test_gatv2_has_no_fast_path():
     net = GraphGLMNet(4, 5, hidden_channels=8, heads=2, conv="gatv2")
     assert not net.fused
