@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 
 from ._random import on_device
 from .families import Family
-from .graph import NeighborCache, NeighborGraph, cosine_topk
+from .graph import NeighborCache, NeighborGraph, cosine_topk, refresh_backend
 from .modules import GraphGLMNet, NetConfig, SourceStates
 
 __all__ = [
@@ -556,6 +556,13 @@ class TrainingState:
         return self.net.encode(context) if z is None else z
 
     def build_graph(self, queries: Tensor, base: Tensor | None = None) -> NeighborGraph:
+        """Neighbours of ``queries`` among ``base`` (``None``: among themselves).
+
+        An embedding-space search of the training rows among themselves (a
+        refresh) may be approximate (:func:`~autoglm_graph.graph.refresh_backend`):
+        its rows change at every step, so its result serves one refresh only.
+        Validation rows are searched as prediction will search new rows.
+        """
         if self.config.graph.space == "input":
             # Input-space graphs are fixed during a fit: validation rows are
             # searched once, not every epoch (the cache may be a search's,
@@ -566,6 +573,9 @@ class TrainingState:
                 n_neighbors=self.config.graph.n_neighbors,
                 threshold=self.config.graph.threshold,
             )
+        backend = self.config.graph.backend
+        if base is None:
+            backend = refresh_backend(backend, queries.shape[0], queries.device)
         return cosine_topk(
             queries,
             base,
@@ -573,7 +583,7 @@ class TrainingState:
             threshold=self.config.graph.threshold,
             device=queries.device,
             dtype=queries.dtype,
-            backend=self.config.graph.backend,
+            backend=backend,
         )
 
     def training_graph(

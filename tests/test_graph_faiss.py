@@ -11,6 +11,8 @@ import torch
 faiss = pytest.importorskip("faiss")
 
 from autoglm_graph import _faiss  # noqa: E402
+from autoglm_graph import graph as graph_module  # noqa: E402
+from autoglm_graph._topk import fill_topk as fill  # noqa: E402
 from autoglm_graph.graph import (  # noqa: E402
     CosineNeighbors,
     NeighborCache,
@@ -296,3 +298,94 @@ def test_bad_target_recall_raises(bad):
         CosineNeighbors(backend="faiss", index_params={"target_recall": bad}).fit(
             _isotropic(50)
         )
+
+
+# ------------------------------------------------------------------------ IVF
+
+
+@pytest.mark.parametrize("make", [_clustered, _isotropic])
+def test_ivf_recall_against_exact(make, monkeypatch):
+    X = make(4000)
+    exact = cosine_topk(X, n_neighbors=16)
+    exact_searches = []
+    monkeypatch.setattr(
+        graph_module, "fill_topk", lambda *a: exact_searches.append(1) or fill(*a)
+    )
+    approx = cosine_topk(X, n_neighbors=16, backend="ivf")
+    assert approx.indices.shape == (4000, 16)
+    assert not _has_self(approx, 4000)
+    assert (approx.similarities[:, :-1] >= approx.similarities[:, 1:]).all()
+    assert recall_at_k(approx, exact) >= 0.95  # the calibration's target
+    # Clustered rows are searched in a few lists; isotropic ones (nothing to
+    # partition by) would need most lists, so they are searched exactly.
+    assert exact_searches == ([] if make is _clustered else [1])
+    Xn = torch.nn.functional.normalize(torch.as_tensor(X, dtype=torch.float32))
+    found = approx.mask
+    true = (Xn.unsqueeze(1) * Xn[approx.indices.clamp(min=0)]).sum(-1)
+    torch.testing.assert_close(
+        approx.similarities[found], true[found], atol=1e-5, rtol=0
+    )
+
+
+def test_ivf_index_params_trade_recall_for_time():
+    X = _isotropic(3000)
+    exact = cosine_topk(X, n_neighbors=8)
+    weak = cosine_topk(X, n_neighbors=8, backend="ivf", index_params={"nprobe": 1})
+    full = cosine_topk(
+        X, n_neighbors=8, backend="ivf", index_params={"nlist": 4, "nprobe": 4}
+    )
+    assert recall_at_k(weak, exact) < 0.6
+    assert recall_at_k(full, exact) == 1.0  # every list scanned: exact
+    with pytest.raises(ValueError, match="Unknown key 'm'"):
+        cosine_topk(X, backend="ivf", index_params={"m": 8})
+    with pytest.raises(ValueError, match="Unknown key 'nprobe'"):
+        cosine_topk(X, backend="faiss", index_params={"nprobe": 8})
+
+
+def test_ivf_small_inputs_and_queries_among_base():
+    X, Y = _clustered(30, seed=1), _clustered(100, seed=2)
+    graph = cosine_topk(X, Y, n_neighbors=5, backend="ivf")  # 2 lists
+    assert graph.indices.shape == (30, 5)
+    assert recall_at_k(graph, cosine_topk(X, Y, n_neighbors=5)) >= 0.9
+    fitted = CosineNeighbors(n_neighbors=4, backend="ivf").fit(Y)
+    assert fitted.backend_ == "ivf" and isinstance(fitted.index_, _faiss.IVFIndex)
+    assert not _has_self(fitted.kneighbors(), 100)
+
+
+def test_refresh_backend_choice(monkeypatch):
+    from autoglm_graph.graph import refresh_backend
+
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert refresh_backend("auto", 20_000, cpu) == "ivf"
+    assert refresh_backend("auto", 1_000, cpu) == "auto"  # small: exact search
+    assert refresh_backend("auto", 20_000, cuda) == "auto"
+    assert refresh_backend("exact", 20_000, cpu) == "exact"
+    assert refresh_backend("faiss", 20_000, cpu) == "faiss"
+    monkeypatch.setattr(_faiss, "faiss_available", lambda: False)
+    assert refresh_backend("auto", 20_000, cpu) == "auto"
+
+
+def test_training_refreshes_use_ivf_and_validation_stays_exact(monkeypatch):
+    """Refreshes of the training graph are approximate; validation rows are
+    searched as prediction searches new rows (exact below 150k rows)."""
+    from autoglm_graph import GraphGLMRegressor, graph, training
+
+    monkeypatch.setattr(graph, "_REFRESH_IVF_MIN_ROWS", 100)
+    calls = []
+    original = training.cosine_topk
+
+    def spy(queries, base=None, **kwargs):
+        calls.append((base is None, kwargs["backend"]))
+        return original(queries, base, **kwargs)
+
+    monkeypatch.setattr(training, "cosine_topk", spy)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((400, 3))
+    y = rng.poisson(np.exp(0.3 * X[:, 0]))
+    GraphGLMRegressor(
+        family="poisson", max_epochs=12, graph_refresh=5, random_state=0
+    ).fit(X, y)
+    own = [backend for is_own, backend in calls if is_own]
+    other = [backend for is_own, backend in calls if not is_own]
+    assert own and set(own) == {"ivf"}
+    assert other == ["auto"] * len(own)  # one validation search per refresh
