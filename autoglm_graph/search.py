@@ -23,7 +23,7 @@ import optuna
 from optuna.distributions import BaseDistribution
 from optuna.study import MaxTrialsCallback
 from optuna.trial import TrialState
-from sklearn.base import BaseEstimator, MetaEstimatorMixin, is_classifier
+from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.metrics import accuracy_score, check_scoring
 from sklearn.model_selection import check_cv
 from sklearn.utils import check_random_state, get_tags
@@ -164,6 +164,12 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
     global_score_ : float
         The same score for the global GLM alone (``local_penalty=inf``) on the
         same validation rows or folds.
+    reference_family_ : Family or None
+        The family whose deviance scores the folds of a regressor (None for a
+        classifier). For ``negative_binomial`` with ``theta=None`` its theta is
+        the global GLM's maximum-likelihood one on all the search's rows, the
+        same for every trial (each trial's own estimate would score each trial
+        on another scale).
     fingerprint_ : dict of str to str
         What the study is a study of (hashes of the data, the family, the
         search space, ...), recorded in its user attributes.
@@ -360,6 +366,9 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
             self.study_ = self._create_study(storage)
             check_fingerprint(self.study_, self.fingerprint_)
             self.estimator_random_state_ = self._shared_random_state(storage)
+            self.reference_family_ = (
+                None if is_classifier(self.estimator) else self._scoring_family(data)
+            )
             objective = TrialObjective(
                 self.estimator,
                 space,
@@ -367,9 +376,7 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
                 folds,
                 random_state=self.estimator_random_state_,
                 neighbor_cache=self.neighbor_cache_,
-                reference_family=(
-                    None if is_classifier(self.estimator) else self._reference_family()
-                ),
+                reference_family=self.reference_family_,
                 scoring=self.scoring,
                 keep_best=self.refit,
             )
@@ -425,6 +432,18 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
     def _reference_family(self):
         est = self.estimator
         return get_family(est.family, power=est.power, theta=est.theta)
+
+    def _scoring_family(self, data: _Data):
+        """:meth:`_reference_family`, with an estimated negative binomial theta
+        fixed to the global GLM's on all rows (see ``reference_family_``)."""
+        family = self._reference_family()
+        if family.name != "negative_binomial" or self.estimator.theta is not None:
+            return family
+        glm = clone(self.estimator).set_params(
+            local_penalty=np.inf, callbacks=None, verbose=0
+        )
+        data.fit(glm)
+        return get_family(family.name, theta=glm.theta_)
 
     def _n_finished(self) -> int:
         return len(self.study_.get_trials(deepcopy=False, states=_FINISHED))

@@ -359,6 +359,30 @@ def test_tweedie_power_scored_under_one_power():
     assert search.best_estimator_.power == search.best_params_["power"]
 
 
+def test_negative_binomial_folds_are_scored_at_the_glms_theta():
+    """theta=None is estimated per fit; the folds of every trial are scored
+    with one theta, the global GLM's on all rows (it was 1.0 whatever the data).
+    """
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((400, 2))
+    mu = np.exp(0.5 + 0.4 * X[:, 0])
+    theta = 0.25  # variance mu + theta mu^2, far from 1
+    y = rng.negative_binomial(1 / theta, 1 / (1 + theta * mu))
+    est = GraphGLMRegressor(family="negative_binomial", **FAST)
+    search = GraphGLMSearchCV(
+        est, {"dropout": FloatDistribution(0.0, 0.3)}, n_trials=2, cv=3
+    ).fit(X, y)
+    glm = GraphGLMRegressor(family="negative_binomial", local_penalty=np.inf)
+    expected = glm.fit(X, y).theta_
+    assert abs(expected - theta) < 0.15
+    assert search.reference_family_.theta == pytest.approx(expected, rel=1e-12)
+    fixed = GraphGLMRegressor(family="negative_binomial", theta=2.0, **FAST)
+    fixed_search = GraphGLMSearchCV(
+        fixed, {"dropout": FloatDistribution(0.0, 0.3)}, n_trials=1, cv=3
+    ).fit(X, y)
+    assert fixed_search.reference_family_.theta == 2.0
+
+
 def test_auto_cv_cross_validates_small_data():
     est = GraphGLMRegressor(family="poisson", **FAST)
     search = GraphGLMSearchCV(est)
