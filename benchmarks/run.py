@@ -61,6 +61,7 @@ PACKAGES = (
     "scikit-learn",
     "glum",
     "lightgbm",
+    "faiss-cpu",
     "contextualized-ml",
     "numpy",
     "pandas",
