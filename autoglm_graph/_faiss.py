@@ -90,7 +90,55 @@ def _as_faiss_array(A: torch.Tensor) -> np.ndarray:
     return np.ascontiguousarray(A.detach().to("cpu", torch.float32).numpy())
 
 
-class HNSWIndex:
+class _Index:
+    """The search both indexes share: a setting (HNSW's efSearch, IVF's
+    nprobe), given or calibrated, then faiss's search and the self-drop."""
+
+    def _setting(self, data: np.ndarray, k_searched: int, exclude_self: bool):
+        raise NotImplementedError
+
+    def _search_at(self, data: np.ndarray, k: int, setting: int):
+        raise NotImplementedError
+
+    def search(
+        self, queries: torch.Tensor, k: int, exclude_self: bool
+    ) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Approximate top-k of each (normalised) query row.
+
+        Parameters
+        ----------
+        queries : torch.Tensor of shape (n, d)
+            L2-normalised query rows; with ``exclude_self``, query ``i`` is base
+            row ``i``.
+        k : int
+            Neighbours per row, at most ``m - exclude_self``.
+        exclude_self : bool
+            Whether to drop base row ``i`` from the neighbours of query ``i``.
+
+        Returns
+        -------
+        (similarities, indices) or None
+            ``similarities`` ``[n, k]`` sorted descending, on the device and in
+            the dtype of ``queries``, ``-inf`` where fewer than ``k``
+            neighbours were found; ``indices`` ``[n, k]`` int64 base-row
+            positions, ``-1`` where fewer than ``k`` were found. None when the
+            index finds no setting cheap enough for its target recall (IVF;
+            the caller searches exactly).
+        """
+        faiss = import_faiss()
+        k_searched = k + int(exclude_self)
+        data = _as_faiss_array(queries)
+        setting = self._setting(data, k_searched, exclude_self)
+        if setting is None:
+            return None
+        with _faiss_threads(faiss):
+            distances, ids = self._search_at(data, k_searched, setting)
+        if exclude_self:
+            distances, ids = drop_self(distances, ids, k)
+        return finish(distances, ids, queries.device, queries.dtype)
+
+
+class HNSWIndex(_Index):
     """An HNSW inner-product index over L2-normalised base rows.
 
     Parameters
@@ -157,7 +205,7 @@ class HNSWIndex:
                     lambda sample, k: faiss.downcast_index(self.index.storage).search(
                         sample, k
                     ),
-                    lambda sample, k, ef: _search_at(self.index, sample, k, ef),
+                    self._search_at,
                     [
                         min(_MAX_EF_SEARCH, math.ceil(f * k_searched))
                         for f in _EF_LADDER
@@ -170,40 +218,13 @@ class HNSWIndex:
         ef = self.calibration[key][0]
         return _MAX_EF_SEARCH if ef is None else ef
 
-    def search(
-        self, queries: torch.Tensor, k: int, exclude_self: bool
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Approximate top-k of each (normalised) query row.
+    def _setting(self, data: np.ndarray, k_searched: int, exclude_self: bool) -> int:
+        if self.ef_search is not None:
+            return self.ef_search
+        return self.calibrated_ef_search(data, k_searched, exclude_self)
 
-        Parameters
-        ----------
-        queries : torch.Tensor of shape (n, d)
-            L2-normalised query rows; with ``exclude_self``, query ``i`` is base
-            row ``i``.
-        k : int
-            Neighbours per row, at most ``m - exclude_self``.
-        exclude_self : bool
-            Whether to drop base row ``i`` from the neighbours of query ``i``.
-
-        Returns
-        -------
-        similarities : torch.Tensor of shape (n, k)
-            Sorted descending, on the device and in the dtype of ``queries``;
-            ``-inf`` where fewer than ``k`` neighbours were found.
-        indices : torch.Tensor of shape (n, k), int64
-            Base-row positions; ``-1`` where fewer than ``k`` were found.
-        """
-        faiss = import_faiss()
-        k_searched = k + int(exclude_self)
-        data = _as_faiss_array(queries)
-        ef = self.ef_search
-        if ef is None:
-            ef = self.calibrated_ef_search(data, k_searched, exclude_self)
-        with _faiss_threads(faiss):
-            distances, ids = _search_at(self.index, data, k_searched, ef)
-        if exclude_self:
-            distances, ids = drop_self(distances, ids, k)
-        return finish(distances, ids, queries.device, queries.dtype)
+    def _search_at(self, data: np.ndarray, k: int, ef: int):
+        return _search_at(self.index, data, k, ef)
 
 
 #: IVF-flat lists: ``sqrt(n)``. Without an explicit nprobe (lists each query
@@ -224,7 +245,7 @@ _MAX_NPROBE_FRACTION = 0.25
 _MIN_ROWS_PER_LIST = 39
 
 
-class IVFIndex:
+class IVFIndex(_Index):
     """An IVF-flat inner-product index over L2-normalised base rows.
 
     Parameters
@@ -273,10 +294,12 @@ class IVFIndex:
             index.add(self.data)
         self.index = index
 
-    def _calibrated_nprobe(
-        self, queries: np.ndarray, k_searched: int, exclude_self: bool
+    def _setting(
+        self, data: np.ndarray, k_searched: int, exclude_self: bool
     ) -> int | None:
-        """nprobe that reaches the target recall, or None (search exactly)."""
+        """nprobe: the given one, or the calibrated one (None: search exactly)."""
+        if self.nprobe is not None:
+            return self.nprobe
         faiss = import_faiss()
         most = max(1, int(_MAX_NPROBE_FRACTION * self.nlist))
         ladder = [p for p in _NPROBE_LADDER if p <= most] or [most]
@@ -285,9 +308,9 @@ class IVFIndex:
                 lambda sample, k: faiss.knn(
                     sample, self.data, k, metric=faiss.METRIC_INNER_PRODUCT
                 ),
-                lambda sample, k, nprobe: self._search_at(sample, k, nprobe),
+                self._search_at,
                 ladder,
-                queries,
+                data,
                 k_searched,
                 exclude_self,
                 self.target_recall,
@@ -298,27 +321,6 @@ class IVFIndex:
         params = import_faiss().SearchParametersIVF()
         params.nprobe = nprobe
         return self.index.search(data, k, params=params)
-
-    def search(
-        self, queries: torch.Tensor, k: int, exclude_self: bool
-    ) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """Approximate top-k of each (normalised) query row, as
-        :meth:`HNSWIndex.search`; None where the calibration finds that no
-        cheap setting reaches the target recall (the caller searches exactly).
-        """
-        faiss = import_faiss()
-        k_searched = k + int(exclude_self)
-        data = _as_faiss_array(queries)
-        nprobe = self.nprobe
-        if nprobe is None:
-            nprobe = self._calibrated_nprobe(data, k_searched, exclude_self)
-            if nprobe is None:
-                return None
-        with _faiss_threads(faiss):
-            distances, ids = self._search_at(data, k_searched, nprobe)
-        if exclude_self:
-            distances, ids = drop_self(distances, ids, k)
-        return finish(distances, ids, queries.device, queries.dtype)
 
 
 def _search_at(index: Any, data: np.ndarray, k: int, ef: int):
