@@ -200,23 +200,26 @@ class HNSWIndex(_Index):
         key = (k_searched, exclude_self)
         if key not in self.calibration:
             faiss = import_faiss()
+            ladder = list(
+                dict.fromkeys(
+                    min(_MAX_EF_SEARCH, math.ceil(f * k_searched)) for f in _EF_LADDER
+                )
+            )
             with _faiss_threads(faiss):
-                self.calibration[key] = _calibrate(
+                ef, recall = _calibrate(
                     lambda sample, k: faiss.downcast_index(self.index.storage).search(
                         sample, k
                     ),
                     self._search_at,
-                    [
-                        min(_MAX_EF_SEARCH, math.ceil(f * k_searched))
-                        for f in _EF_LADDER
-                    ],
+                    ladder,
                     data,
                     k_searched,
                     exclude_self,
                     self.target_recall,
                 )
-        ef = self.calibration[key][0]
-        return _MAX_EF_SEARCH if ef is None else ef
+            # No setting reached the target: the largest one tried.
+            self.calibration[key] = (ladder[-1] if ef is None else ef, recall)
+        return self.calibration[key][0]
 
     def _setting(self, data: np.ndarray, k_searched: int, exclude_self: bool) -> int:
         if self.ef_search is not None:
@@ -347,10 +350,9 @@ def _calibrate(
     brute-force scan for the sample only) and approximately at each setting
     (``search_at(sample, k, setting)``: efSearch of an HNSW index, nprobe of an
     IVF one). With ``exclude_self``, query ``i`` is indexed row ``i``. Recall
-    counts ties with the k-th exact neighbour as found. Returns ``(None,
-    recall)`` when no setting of the ladder reaches the target, else
-    ``(setting, recall)``; the last setting of the ladder is returned rather
-    than None when ``ladder`` ends in a setting that must be used anyway.
+    counts ties with the k-th exact neighbour as found. Returns ``(setting,
+    recall)``, or ``(None, recall)`` when no setting of the ladder reaches the
+    target (the recall of the last one).
     """
     n = queries.shape[0]
     if n == 0 or k_searched <= int(exclude_self):
