@@ -19,6 +19,12 @@ EXPECTED_FAILURES = {
 
 
 def _expected_failures(estimator):
+    # The tiny regressor's network does not beat its GLM on the check's data,
+    # so the fitted model is the global GLM, whose weights equal repeated rows:
+    # the check runs (it passed as an expected failure before). The
+    # classifier's network is kept, and fits another graph with repeated rows.
+    if isinstance(estimator, GraphGLMRegressor):
+        return {}
     return EXPECTED_FAILURES
 
 
