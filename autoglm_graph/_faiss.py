@@ -94,6 +94,18 @@ class _Index:
     """The search both indexes share: a setting (HNSW's efSearch, IVF's
     nprobe), given or calibrated, then faiss's search and the self-drop."""
 
+    def __getstate__(self) -> dict:
+        # SWIG index objects do not pickle; faiss serialises them to bytes (an
+        # IVF index with its quantizer, which the copy then owns).
+        state = self.__dict__.copy()
+        state["index"] = import_faiss().serialize_index(self.index)
+        state.pop("quantizer", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        state["index"] = import_faiss().deserialize_index(state["index"])
+        self.__dict__.update(state)
+
     def _setting(self, data: np.ndarray, k_searched: int, exclude_self: bool):
         raise NotImplementedError
 
@@ -177,16 +189,6 @@ class HNSWIndex(_Index):
         with _faiss_threads(faiss):
             index.add(data)
         self.index = index
-
-    def __getstate__(self) -> dict:
-        # SWIG index objects do not pickle; faiss serialises them to bytes.
-        state = self.__dict__.copy()
-        state["index"] = import_faiss().serialize_index(self.index)
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        state["index"] = import_faiss().deserialize_index(state["index"])
-        self.__dict__.update(state)
 
     def calibrated_ef_search(
         self, data: np.ndarray, k_searched: int, exclude_self: bool

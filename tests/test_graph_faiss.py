@@ -352,6 +352,15 @@ def test_ivf_small_inputs_and_queries_among_base():
     assert not _has_self(fitted.kneighbors(), 100)
 
 
+def test_ivf_index_pickles():
+    X = _clustered(2000)
+    fitted = CosineNeighbors(n_neighbors=5, backend="ivf").fit(X)
+    restored = pickle.loads(pickle.dumps(fitted))
+    assert torch.equal(
+        restored.kneighbors(X[:50]).indices, fitted.kneighbors(X[:50]).indices
+    )
+
+
 def test_refresh_backend_choice(monkeypatch):
     from autoglm_graph.graph import refresh_backend
 
