@@ -61,8 +61,8 @@ def test_aggregate_gradcheck_in_float64():
     from autoglm_graph.fused import _AttentionAggregate
 
     heads = 2
-    alpha = torch.rand(heads, 12, 4, dtype=torch.float64, requires_grad=True)
-    x = torch.randn(heads, 15, 3, dtype=torch.float64, requires_grad=True)
+    alpha = torch.rand(12, heads, 4, dtype=torch.float64, requires_grad=True)
+    x = torch.randn(15, heads, 3, dtype=torch.float64, requires_grad=True)
 
     def aggregate(a, states):
         # The kernel computes in float32 by design; gradcheck its float64 maths
@@ -70,18 +70,53 @@ def test_aggregate_gradcheck_in_float64():
         return _AttentionAggregate.apply(a, states, adjacency)
 
     out = aggregate(alpha.float(), x.float())
+    assert out.shape == (12, heads, 3)
     # Reference: per head, the dense [12, 15] matrix of attention weights.
     dense = torch.zeros(heads, 12, 15, dtype=torch.float64)
     rows = torch.arange(12).repeat_interleave(4)
     for h in range(heads):
-        dense[h, rows, graph.indices.reshape(-1)] = alpha.detach()[h].reshape(-1)
-    torch.testing.assert_close(out.double(), dense @ x.detach(), atol=1e-5, rtol=1e-5)
+        dense[h, rows, graph.indices.reshape(-1)] = alpha.detach()[:, h].reshape(-1)
+    expected = (dense @ x.detach().transpose(0, 1)).transpose(0, 1)
+    torch.testing.assert_close(out.double(), expected, atol=1e-5, rtol=1e-5)
     assert torch.autograd.gradcheck(
         lambda a, s: aggregate(a.float(), s.float()).double(),
         (alpha, x),
         eps=1e-3,
         atol=1e-2,
     )
+
+
+@pytest.mark.parametrize("all_heads", [True, False])
+def test_aggregate_is_one_product_per_head_bit_for_bit(all_heads, monkeypatch):
+    # Each row of the all-heads CSR matrix sums its k terms in rank order, as
+    # one product per head does: forward and both gradients agree exactly,
+    # on both paths (all heads at once below the row limit, per head beyond).
+    from autoglm_graph import fused
+    from autoglm_graph.fused import _AttentionAggregate, _csr
+
+    monkeypatch.setattr(fused, "ALL_HEADS_MAX_SRC_ROWS", 10**9 if all_heads else 0)
+
+    graph = _graph(n_dst=30, n_src=40, k=5)
+    adjacency = FixedDegreeAdjacency(graph, 40)
+    heads, n, m, k = 3, 30, 40, 5
+    alpha = torch.rand(n, heads, k, requires_grad=True)
+    x = torch.randn(m, heads, 8, requires_grad=True)
+    upstream = torch.randn(n, heads, 8)
+    out = _AttentionAggregate.apply(alpha, x, adjacency)
+    grad_alpha, grad_x = torch.autograd.grad((out * upstream).sum(), (alpha, x))
+    built = {heads for _, heads in adjacency._structures}
+    assert built == ({heads} if all_heads else {1})
+
+    crow, col = adjacency.structure()
+    t_crow, t_col, perm = adjacency.transpose()
+    pattern = _csr(crow, col, torch.zeros(n * k), (n, m))
+    for h in range(heads):
+        a = alpha.detach()[:, h].reshape(-1)
+        assert torch.equal(out[:, h], _csr(crow, col, a, (n, m)) @ x.detach()[:, h])
+        sampled = torch.sparse.sampled_addmm(pattern, upstream[:, h], x[:, h].t())
+        assert torch.equal(grad_alpha[:, h].reshape(-1), sampled.values())
+        transposed = _csr(t_crow, t_col, a[perm], (m, n)) @ upstream[:, h]
+        assert torch.equal(grad_x[:, h], transposed)
 
 
 def _net_pair(conv: str = "gat"):
@@ -252,6 +287,10 @@ def test_csr_indices_are_int32_unless_they_overflow():
     t_crow, t_col, perm = adjacency.transpose()
     assert {t.dtype for t in (crow, col, t_crow, t_col, perm)} == {torch.int32}
     assert crow.shape == (61,) and t_crow.shape == (81,)
+    crow, col = adjacency.structure(heads=4)
+    t_crow, t_col, perm = adjacency.transpose(heads=4)
+    assert crow.shape == (241,) and t_crow.shape == (321,)
+    assert col.shape == t_col.shape == perm.shape == (60 * 6 * 4,)
 
 
 @pytest.mark.parametrize(
