@@ -10,11 +10,10 @@ fit owns a :class:`torch.Generator`:
   (torch and torch_geometric offer no generator there), so building a network
   from a seed holds :data:`BUILD_LOCK` while it seeds and uses the global
   generator, and restores it afterwards;
-- the fit's generator starts where that build left the global one, so a CPU
-  fit draws exactly the masks it drew from the global generator before this
-  module existed (same models, bit for bit);
-- :func:`dropout` draws its mask from the fit's generator, as ``F.dropout``
-  does from the global one (same kernel: ``bernoulli_``, then the scaling);
+- the fit's generator starts where that build left the global one;
+- :func:`dropout` draws its mask from the fit's generator, 16 random bits per
+  entry (:func:`keep_mask`), a quarter of the draws of ``F.dropout``'s
+  ``bernoulli_``;
 - activation checkpointing replays the global generator by itself; for the
   fit's generator :func:`replay_context` records its state when the forward
   runs and replays it for the recomputation.
@@ -31,7 +30,7 @@ import threading
 import torch
 from torch import Tensor
 
-__all__ = ["BUILD_LOCK", "dropout", "on_device", "replay_context"]
+__all__ = ["BUILD_LOCK", "dropout", "keep_mask", "on_device", "replay_context"]
 
 #: Held while a network is built from a seed on the global generator.
 BUILD_LOCK = threading.Lock()
@@ -51,16 +50,53 @@ def on_device(generator: torch.Generator, device: torch.device | str):
 def dropout(
     x: Tensor, p: float, training: bool, generator: torch.Generator | None
 ) -> Tensor:
-    """``F.dropout(x, p, training)``, with the mask from ``generator``.
+    """Dropout of ``x`` with rate ``p``, the mask drawn from ``generator``.
 
-    ``generator=None`` is ``F.dropout`` itself (the global generator).
+    ``generator=None`` is ``F.dropout`` itself (the global generator). With a
+    generator the mask is :func:`keep_mask`'s and the kept entries are scaled
+    by the inverse of its exact keep probability, so that the expectation is
+    ``x``, as in ``F.dropout``.
     """
     if generator is None or not training or p == 0:
         return torch.nn.functional.dropout(x, p=p, training=training)
-    if p == 1:
+    keep, keep_probability = keep_mask(x, 1 - p, generator)
+    if keep_probability == 1:
+        return x
+    if keep_probability == 0:
         return torch.zeros_like(x)
-    noise = torch.empty_like(x).bernoulli_(1 - p, generator=generator)
-    return x * noise.div_(1 - p)
+    # A float mask: autograd keeps it as F.dropout's, and a bool one costs a
+    # type-promoting product, slower at 40k rows.
+    return x * keep.to(x.dtype).mul_(1 / keep_probability)
+
+
+#: Random bits per mask entry: the keep probability is a multiple of 2**-16.
+MASK_BITS = 16
+
+
+def keep_mask(
+    like: Tensor, keep_probability: float, generator: torch.Generator
+) -> tuple[Tensor, float]:
+    """A boolean mask shaped like ``like``, each entry kept independently.
+
+    Returns the mask and its exact keep probability: ``keep_probability``
+    rounded to a multiple of ``2**-16`` (0.9 becomes 0.899994). Each entry
+    compares 16 random bits with a threshold: the bits come as 64-bit draws,
+    four entries per draw. torch's CPU generator costs about the same per
+    draw whatever its width, so this is 7.1 -> 1.5 ms for 960k entries on one
+    thread, where ``bernoulli_`` draws one number per entry. Five masks per
+    training step were 15 % of the step; the step takes 0.89x at 4k rows,
+    0.90x at 15k and 0.92x at 40k (one thread, in-process A/B).
+    """
+    levels = 2**MASK_BITS
+    threshold = round(keep_probability * levels)
+    n = like.numel()
+    words = -(-n * MASK_BITS // 64)
+    bits = torch.empty(words, dtype=torch.int64, device=like.device)
+    bits.random_(-(2**63), 2**63 - 1, generator=generator)
+    draws = bits.view(torch.int16)[:n].view(like.shape)
+    # int16 draws are uniform on [-2**15, 2**15): below threshold - 2**15
+    # with probability threshold / 2**16.
+    return draws < threshold - levels // 2, threshold / levels
 
 
 def replay_context(generator: torch.Generator | None):

@@ -73,3 +73,35 @@ def test_seeded_build_is_the_global_seed_and_owns_the_stream():
         torch.testing.assert_close(got, expected)
     # Its dropout continues the seed's stream where the build left it.
     torch.testing.assert_close(torch.rand(4, generator=net.generator), follow)
+
+
+@pytest.mark.parametrize("keep", [0.9, 0.5, 0.1])
+def test_keep_mask_keeps_its_stated_share_independently(keep):
+    from autoglm_graph._random import keep_mask
+
+    like = torch.empty(400, 500)
+    mask, probability = keep_mask(like, keep, torch.Generator().manual_seed(0))
+    assert mask.shape == like.shape and mask.dtype == torch.bool
+    assert probability == round(keep * 2**16) / 2**16
+    n = mask.numel()
+    share = mask.double().mean().item()
+    assert abs(share - probability) < 5 * np.sqrt(probability * (1 - probability) / n)
+    # Four entries share one 64-bit draw: neighbours must still be independent.
+    flat = mask.reshape(-1, 4).double().numpy()
+    correlation = np.corrcoef(flat[:, 0], flat[:, 1])[0, 1]
+    assert abs(correlation) < 5 / np.sqrt(n / 4)
+
+
+def test_dropout_is_unbiased_reproducible_and_exact_at_the_ends():
+    from autoglm_graph._random import dropout
+
+    x = torch.ones(200_000)
+    first = dropout(x, 0.3, True, torch.Generator().manual_seed(3))
+    again = dropout(x, 0.3, True, torch.Generator().manual_seed(3))
+    assert torch.equal(first, again)
+    values = first.unique().tolist()
+    assert values[0] == 0.0 and values[1:] == [pytest.approx(1 / 0.7, rel=1e-4)]
+    assert first.mean().item() == pytest.approx(1.0, abs=5 * np.sqrt(0.3 / 0.7 / 2e5))
+    generator = torch.Generator().manual_seed(0)
+    assert torch.equal(dropout(x, 1.0, True, generator), torch.zeros_like(x))
+    assert torch.equal(dropout(x, 0.3, False, generator), x)
