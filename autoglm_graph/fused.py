@@ -68,6 +68,10 @@ class FixedDegreeAdjacency:
         self.indices = graph.indices
         self.similarities = graph.similarities
         self.mask = graph.mask
+        #: Every neighbour is real (no threshold cut, no padding): the
+        #: attention skips its two masked fills (3 % of a training step in the
+        #: profile at 15k rows; A/B steps 0.90-1.02x, within the noise).
+        self.unmasked = bool(graph.mask.all())
         self.n_src = int(n_src)
         self._structures: dict[tuple, tuple] = {}
 
@@ -239,11 +243,15 @@ class _AttentionWeights(torch.autograd.Function):
             logits += adjacency.similarities.unsqueeze(-1).float() * edge_weight.float()
             positive = logits > 0
             logits = F.leaky_relu(logits, negative_slope)
-            mask = adjacency.mask.unsqueeze(-1)
-            logits.masked_fill_(~mask, float("-inf"))
-            # A row without real neighbours has only -inf logits, whose softmax
-            # is NaN; the fill zeroes it (GATConv sends such a row no message).
-            alpha = torch.softmax(logits, dim=1).masked_fill_(~mask, 0.0)
+            if adjacency.unmasked:
+                alpha = torch.softmax(logits, dim=1)
+            else:
+                masked = ~adjacency.mask.unsqueeze(-1)
+                logits.masked_fill_(masked, float("-inf"))
+                # A row without real neighbours has only -inf logits, whose
+                # softmax is NaN; the fill zeroes it (GATConv sends such a row
+                # no message).
+                alpha = torch.softmax(logits, dim=1).masked_fill_(masked, 0.0)
         ctx.save_for_backward(alpha, positive)
         ctx.adjacency, ctx.negative_slope = adjacency, negative_slope
         ctx.dtypes = (score_src.dtype, score_dst.dtype, edge_weight.dtype)

@@ -13,19 +13,22 @@ from autoglm_graph.modules import GraphGLMNet
 from autoglm_graph.training import TrainingState, khop_subgraph
 
 
-def _graph(n_dst=60, n_src=80, k=6, seed=0) -> NeighborGraph:
+def _graph(n_dst=60, n_src=80, k=6, seed=0, masked=True) -> NeighborGraph:
     generator = torch.Generator().manual_seed(seed)
     queries = torch.randn(n_dst, 5, generator=generator)
     base = torch.randn(n_src, 5, generator=generator)
+    if not masked:  # every neighbour real: the attention's unmasked path
+        return cosine_topk(queries, base, n_neighbors=k, threshold=-1.0)
     graph = cosine_topk(queries, base, n_neighbors=k, threshold=0.2)
     graph.mask[7] = False  # a row without any real neighbour
     return graph
 
 
+@pytest.mark.parametrize("masked", [True, False])
 @pytest.mark.parametrize("heads, channels", [(1, 8), (4, 4), (3, 5)])
-def test_equals_gatconv_forward_backward_and_attention(heads, channels):
+def test_equals_gatconv_forward_backward_and_attention(heads, channels, masked):
     torch.manual_seed(0)
-    graph = _graph()
+    graph = _graph(masked=masked)
     n_dst, n_src = graph.indices.shape[0], 80
     x_src = torch.randn(n_src, 11, requires_grad=True)
     x_dst = torch.randn(n_dst, 9, requires_grad=True)
@@ -41,11 +44,13 @@ def test_equals_gatconv_forward_backward_and_attention(heads, channels):
         return_attention_weights=True,
     )
     adjacency = FixedDegreeAdjacency(graph, n_src)
+    assert adjacency.unmasked is not masked
     out, alpha = fixed_degree_gat(conv, (x_src, x_dst), adjacency, True)
     torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(alpha[graph.mask], ref_alpha, atol=1e-6, rtol=1e-5)
     assert torch.all(alpha[~graph.mask] == 0)
-    torch.testing.assert_close(out[7], conv.bias.expand(heads * channels))
+    if masked:
+        torch.testing.assert_close(out[7], conv.bias.expand(heads * channels))
 
     upstream = torch.randn_like(ref)
     inputs = [x_src, x_dst, *conv.parameters()]
