@@ -156,14 +156,11 @@ class _AttentionAggregate(torch.autograd.Function):
         ctx.adjacency = adjacency
         # Sparse products exist in float32 only (no bf16/fp16 CSR kernels).
         with torch.autocast(x.device.type, enabled=False):
-            if adjacency.n_src < ALL_HEADS_MAX_SRC_ROWS:
-                return _product(adjacency, alpha, x)
-            return torch.cat(
+            return _join(
                 [
                     _product(adjacency, a, xh)
-                    for a, xh in zip(_heads(alpha), _heads(x), strict=True)
-                ],
-                dim=1,
+                    for a, xh in zip(*_split(adjacency, alpha, x), strict=True)
+                ]
             )
 
     @staticmethod
@@ -173,28 +170,30 @@ class _AttentionAggregate(torch.autograd.Function):
         adjacency = ctx.adjacency
         needs = ctx.needs_input_grad[:2]
         with torch.autocast(x.device.type, enabled=False):
-            grad_out = grad_out.float()
-            if adjacency.n_src < ALL_HEADS_MAX_SRC_ROWS:
-                grads = _product_grads(
-                    adjacency, alpha, x, grad_out.contiguous(), needs
-                )
-            else:
-                per_head = [
-                    _product_grads(adjacency, a, xh, g, needs)
-                    for a, xh, g in zip(
-                        _heads(alpha), _heads(x), _heads(grad_out), strict=True
-                    )
-                ]
-                grads = [
-                    torch.cat(g, dim=1) if need else None
-                    for need, g in zip(needs, zip(*per_head, strict=True), strict=True)
-                ]
-        return *grads, None
+            parts = zip(*_split(adjacency, alpha, x, grad_out.float()), strict=True)
+            grads = zip(
+                *[_product_grads(adjacency, *part, needs) for part in parts],
+                strict=True,
+            )
+            grad_alpha, grad_x = (
+                _join(list(g)) if need else None
+                for need, g in zip(needs, grads, strict=True)
+            )
+        return grad_alpha, grad_x, None
 
 
-def _heads(t: Tensor) -> list[Tensor]:
-    """The ``[n, 1, ...]`` slices of head ``h`` of ``t``, each contiguous."""
-    return [t[:, h : h + 1].contiguous() for h in range(t.shape[1])]
+def _split(adjacency, *tensors: Tensor) -> list[list[Tensor]]:
+    """Each ``[n, heads, ...]`` tensor as the operands of its CSR products:
+    whole below :data:`ALL_HEADS_MAX_SRC_ROWS` source rows, else one
+    contiguous ``[n, 1, ...]`` slice per head."""
+    if adjacency.n_src < ALL_HEADS_MAX_SRC_ROWS:
+        return [[t.contiguous()] for t in tensors]
+    return [[t[:, h : h + 1].contiguous() for h in range(t.shape[1])] for t in tensors]
+
+
+def _join(parts: list[Tensor]) -> Tensor:
+    """The heads of :func:`_split`'s parts side by side again."""
+    return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
 
 
 def _product(adjacency, alpha: Tensor, x: Tensor) -> Tensor:
