@@ -68,9 +68,9 @@ def test_bad_alpha():
 
 @pytest.mark.slow
 def test_power_and_size_over_seeds():
-    """A guard on what the test achieves: here power 0.93 and size 0.33 over
+    """A guard on what the test achieves: here power 0.92 and size 0.28 over
     these 20 seeds at alpha 0.05 (``benchmarks/results/heterogeneity.md``:
-    0.93 and 0.35). The size misses #15's target of 0.10 (see the module's
+    0.92 and 0.28). The size misses #15's target of 0.10 (see the module's
     Limits); this fails if either gets worse, where an xfail passed whatever
     happened."""
     flagged_varying, flagged_constant = [], []
