@@ -132,9 +132,16 @@ def _age(trial) -> float:
     return (datetime.datetime.now() - trial.datetime_start).total_seconds()
 
 
+#: Epochs of a trial of the kill test: its trials must last well beyond the
+#: poll's condition (all four workers mid-trial for 0.5 s). At 30 epochs a
+#: trial took about 0.5 s of CPU once fits got faster, and a CI run finished
+#: the whole study before that condition ever held.
+KILL_TEST_EPOCHS = 150
+
+
 def test_four_workers_one_killed_and_restarted(tmp_path, postgres_url):
     url, study, n_trials = postgres_url, "killed", 16
-    workers = _workers(tmp_path, 4, url, study, n_trials, epochs=30)
+    workers = _workers(tmp_path, 4, url, study, n_trials, epochs=KILL_TEST_EPOCHS)
     victim = workers[0]
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
@@ -158,7 +165,7 @@ def test_four_workers_one_killed_and_restarted(tmp_path, postgres_url):
     # the restarted one must fail the stale trial before it counts what is
     # left; otherwise that trial stays RUNNING for good.
     time.sleep(GRACE_PERIOD + HEARTBEAT_INTERVAL)
-    (restarted,) = _workers(tmp_path, 1, url, study, n_trials, epochs=30)
+    (restarted,) = _workers(tmp_path, 1, url, study, n_trials, epochs=KILL_TEST_EPOCHS)
     for w in [*workers[1:], restarted]:
         _, err = w.communicate(timeout=600)
         assert w.returncode == 0, err.decode()[-3000:]
