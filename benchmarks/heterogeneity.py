@@ -79,20 +79,18 @@ def make_data(
 def _centres_in_varying_plane(X, coef, group, separation):
     """Group centres moved into the (x0, x1) plane, the closest two still
     ``separation`` apart; intercepts moved so that eta at each centre stays."""
-    labels = np.unique(group)
-    old = np.stack([X[group == g].mean(axis=0) for g in labels])[
-        np.searchsorted(labels, group)
-    ]
+    labels, row_group = np.unique(group, return_inverse=True)
+    old = np.stack([X[row_group == g].mean(axis=0) for g in range(len(labels))])
     new = old.copy()
     new[:, 2:] = 0.0  # x2 and x3, the constant columns
-    centres = np.unique(new, axis=0)
     closest = min(
-        np.linalg.norm(a - b) for i, a in enumerate(centres) for b in centres[i + 1 :]
+        np.linalg.norm(a - b) for i, a in enumerate(new) for b in new[i + 1 :]
     )
     new *= separation / closest
+    shift = (old - new)[row_group]
     coef = coef.copy()
-    coef[:, 0] += np.sum(coef[:, 1:] * (old - new), axis=1)
-    return X - old + new, coef
+    coef[:, 0] += np.sum(coef[:, 1:] * shift, axis=1)
+    return X - shift, coef
 
 
 def run_seed(seed, n_train, n_test, amplitude, alpha, separation=3.0, centres="all"):
