@@ -6,25 +6,34 @@ it gathers an ``[E, heads, channels]`` message per edge, weights it and scatters
 it back, which on a CPU costs more than everything else in a training step
 (about 4.7 s forward + backward at 100k rows, k = 16, 4 heads x 16 channels).
 
-Here the attention logits are computed on the ``[n, k, heads]`` layout (small:
+Here the attention logits are computed on the ``[n, heads, k]`` layout (small:
 one number per edge and head), and the weighted sum of neighbour states is a
-sparse-matrix product. For all heads at once, row ``(i, h)`` of a ``[n *
-heads, m * heads]`` CSR matrix holds the weights of head ``h`` of row ``i`` in
-the columns ``(j, h)`` of its ``k`` neighbours ``j``: the states multiply in
-their natural ``[m * heads, channels]`` layout and the product comes out as
-``[n, heads * channels]``, with no per-head loop and no permuted copies. Each
-row still sums its ``k`` terms in rank order, so the result is bit for bit that
-of one product per head (whose CSR rows are ``0, k, 2k, ...``), which took
-1.5-2x as long at 15k rows (k = 16, 4 heads x 16 channels, one thread: forward
-9.1 -> 5.0 ms, sampled product 8.2 -> 4.6 ms, transposed product 16.1 -> 11.5
-ms). From :data:`ALL_HEADS_MAX_SRC_ROWS` source rows on, one product per head
-is faster again, its states staying in cache, and it is used there; its
-structure costs ``n * k`` indices whatever the number of heads, the all-heads
-one ``heads`` times as many. Indices are int32 where they fit. The backward is
-written by hand (:class:`_AttentionAggregate`), because autograd through a CSR
-product densifies the gradient of the sparse values: the gradient of the
-states is the transposed product (its structure is built once per graph) and
-that of the attention weights a sampled dense-dense product
+sparse-matrix product. The scores are products of the layer's inputs with
+``[in, heads]`` matrices folded from the projections and attention vectors, so
+the destinations' projection is never formed, and the logits are gathered
+straight into the layout of the product's values (no transposed copy). With
+the graph GLM's head taking the pool's half of its first layer as a bias, a
+training step takes 0.69-0.74x the time of the ``[n, k, heads]`` version at
+3.4k-40k rows (one thread, in-process A/B: ``benchmarks/results/step_ab.md``).
+
+For all heads at once, row ``(i, h)`` of a ``[n * heads, m * heads]`` CSR
+matrix holds the weights of head ``h`` of row ``i`` in the columns ``(j, h)``
+of its ``k`` neighbours ``j``: the states multiply in their natural ``[m *
+heads, channels]`` layout and the product comes out as ``[n, heads *
+channels]``, with no per-head loop and no permuted copies. Each row still sums
+its ``k`` terms in rank order, so the result is bit for bit that of one product
+per head (whose CSR rows are ``0, k, 2k, ...``), which took 1.5-2x as long at
+15k rows (k = 16, 4 heads x 16 channels, one thread: forward 9.1 -> 5.0 ms,
+sampled product 8.2 -> 4.6 ms, transposed product 16.1 -> 11.5 ms). From
+:data:`ALL_HEADS_MAX_SRC_ROWS` source rows on, one product per head is faster
+again, its states staying in cache, and it is used there; its structure costs
+``n * k`` indices whatever the number of heads, the all-heads one ``heads``
+times as many (which the logits' gather uses at any size: 256 MB of int32 at 1M
+rows). Indices are int32 where they fit. The backward is written by hand
+(:class:`_AttentionAggregate`), because autograd through a CSR product
+densifies the gradient of the sparse values: the gradient of the states is the
+transposed product (its structure is built once per graph) and that of the
+attention weights a sampled dense-dense product
 (``torch.sparse.sampled_addmm``). Nothing of size ``[E, heads, channels]`` is
 ever formed. Measured at 100k rows on one CPU thread, per head: ``spmm`` 0.08
 s, its transpose 0.07 s, ``sampled_addmm`` 0.1 s.
@@ -219,38 +228,46 @@ def _product_grads(adjacency, alpha, x, grad_out, needs) -> list:
         grad_alpha = grad_alpha.values().view_as(alpha)
     if needs[1]:
         t_crow, t_col, t_perm = adjacency.transpose(heads)
-        values = alpha.reshape(-1)[t_perm]
+        values = alpha.reshape(-1).index_select(0, t_perm)
         grad_x = (_csr(t_crow, t_col, values, (cols, rows)) @ grad_out).view_as(x)
     return [grad_alpha, grad_x]
 
 
 class _AttentionWeights(torch.autograd.Function):
-    """GATConv's attention weights on the ``[n, k, heads]`` layout, fused.
+    """GATConv's attention weights on the ``[n, heads, k]`` layout, fused.
 
     ``alpha = softmax_k(leaky_relu(score_src[index] + score_dst + sim * w_edge))``
     over each row's unmasked neighbours (zero where masked, and on a row
-    without neighbours). Autograd through the unfused expression keeps five
-    ``[n, k, heads]`` tensors per layer; this keeps ``alpha`` and one sign bit
+    without neighbours). The layout is the aggregation's (row ``(i, h)`` of its
+    CSR matrix), so ``alpha`` is its values as they lie, and the softmax runs
+    over contiguous entries; the source scores are gathered with the CSR
+    column indices. Autograd through the unfused expression keeps five
+    ``[n, heads, k]`` tensors per layer; this keeps ``alpha`` and one sign bit
     per entry, and writes the backward by hand.
     """
 
     @staticmethod
     def forward(ctx, score_src, score_dst, edge_weight, adjacency, negative_slope):
+        n, heads, k = adjacency.n_dst, score_src.shape[1], adjacency.k
         with torch.autocast(score_src.device.type, enabled=False):
-            logits = score_src.float()[adjacency.indices]
-            logits += score_dst.float().unsqueeze(1)
-            logits += adjacency.similarities.unsqueeze(-1).float() * edge_weight.float()
+            _, col = adjacency.structure(heads)
+            logits = score_src.float().reshape(-1).index_select(0, col)
+            logits = logits.view(n, heads, k)
+            logits += score_dst.float().unsqueeze(-1)
+            logits += adjacency.similarities.unsqueeze(1).float() * (
+                edge_weight.float().unsqueeze(-1)
+            )
             positive = logits > 0
             logits = F.leaky_relu(logits, negative_slope)
             if adjacency.unmasked:
-                alpha = torch.softmax(logits, dim=1)
+                alpha = torch.softmax(logits, dim=-1)
             else:
-                masked = ~adjacency.mask.unsqueeze(-1)
+                masked = ~adjacency.mask.unsqueeze(1)
                 logits.masked_fill_(masked, float("-inf"))
                 # A row without real neighbours has only -inf logits, whose
                 # softmax is NaN; the fill zeroes it (GATConv sends such a row
                 # no message).
-                alpha = torch.softmax(logits, dim=1).masked_fill_(masked, 0.0)
+                alpha = torch.softmax(logits, dim=-1).masked_fill_(masked, 0.0)
         ctx.save_for_backward(alpha, positive)
         ctx.adjacency, ctx.negative_slope = adjacency, negative_slope
         ctx.dtypes = (score_src.dtype, score_dst.dtype, edge_weight.dtype)
@@ -263,23 +280,33 @@ class _AttentionWeights(torch.autograd.Function):
         adjacency = ctx.adjacency
         grad_alpha = grad_alpha.float()
         # Softmax backward, then leaky_relu's slope (masked entries have alpha 0).
-        grad = alpha * (grad_alpha - (alpha * grad_alpha).sum(dim=1, keepdim=True))
+        grad = alpha * (grad_alpha - (alpha * grad_alpha).sum(dim=-1, keepdim=True))
         grad = torch.where(positive, grad, grad * ctx.negative_slope)
-        heads = grad.shape[-1]
-        grad_src = grad.new_zeros(ctx.n_src, heads).index_add_(
-            0, adjacency.indices.reshape(-1), grad.reshape(-1, heads)
+        heads = grad.shape[1]
+        _, col = adjacency.structure(heads)
+        grad_src = grad.new_zeros(ctx.n_src * heads).index_add_(
+            0, col, grad.reshape(-1)
         )
-        grad_dst = grad.sum(dim=1)
-        similarities = adjacency.similarities.unsqueeze(-1).float()
-        grad_edge = (grad * similarities).sum(dim=(0, 1))
+        grad_dst = grad.sum(dim=-1)
+        similarities = adjacency.similarities.unsqueeze(1).float()
+        grad_edge = (grad * similarities).sum(dim=(0, 2))
         src_dtype, dst_dtype, edge_dtype = ctx.dtypes
         return (
-            grad_src.to(src_dtype),
+            grad_src.view(ctx.n_src, heads).to(src_dtype),
             grad_dst.to(dst_dtype),
             grad_edge.to(edge_dtype),
             None,
             None,
         )
+
+
+def _score_weights(lin: torch.nn.Module, att: Tensor) -> Tensor:
+    """``[heads, in]``: a row's attention score per head is its input times
+    this, ``((x @ W.T).view(heads, channels) * att).sum(-1)`` folded into one
+    small product (the destinations' projection is needed for nothing else)."""
+    heads, channels = att.shape[-2:]
+    weight = lin.weight.view(heads, channels, -1)
+    return (weight * att.view(heads, channels, 1)).sum(dim=1)
 
 
 def fixed_degree_gat(
@@ -316,9 +343,11 @@ def fixed_degree_gat(
     heads, channels = conv.heads, conv.out_channels
     n, m = adjacency.n_dst, adjacency.n_src
     h_src = conv.lin_src(x_src).view(m, heads, channels)
-    h_dst = conv.lin_dst(x_dst).view(n, heads, channels)
-    score_src = (h_src * conv.att_src).sum(dim=-1)  # [m, heads]
-    score_dst = (h_dst * conv.att_dst).sum(dim=-1)  # [n, heads]
+    # Scores as [in, heads] products of the inputs: the destinations'
+    # projection lin_dst(x_dst) is never formed (a [n, heads * channels]
+    # product, and two element-wise passes over it and their backward).
+    score_src = x_src @ _score_weights(conv.lin_src, conv.att_src).t()  # [m, heads]
+    score_dst = x_dst @ _score_weights(conv.lin_dst, conv.att_dst).t()  # [n, heads]
     # lin_edge has no bias and the edge feature is one number, so its score is
     # the similarity times one weight per head.
     edge_weight = conv.lin_edge.weight.view(heads, channels) * conv.att_edge[0]
@@ -327,12 +356,10 @@ def fixed_degree_gat(
         score_src, score_dst, edge_weight, adjacency, conv.negative_slope
     )
     alpha = dropout(alpha, conv.dropout, conv.training, generator)
-    aggregated = _AttentionAggregate.apply(
-        alpha.transpose(1, 2).contiguous().float(), h_src.float(), adjacency
-    ).to(h_src.dtype)
-    out = aggregated.reshape(n, -1)
+    aggregated = _AttentionAggregate.apply(alpha.float(), h_src.float(), adjacency)
+    out = aggregated.to(h_src.dtype).reshape(n, -1)
     if conv.bias is not None:
         out = out + conv.bias
     if return_attention:
-        return out, alpha
+        return out, alpha.transpose(1, 2)
     return out

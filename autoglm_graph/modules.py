@@ -390,8 +390,14 @@ class GraphGLMNet(nn.Module):
         return (delta, attention) if return_attention else delta
 
     def _head(self, h: Tensor, pooled: Tensor) -> Tensor:
-        fused = torch.cat([h, pooled.expand(h.shape[0], -1)], dim=1)
-        return self.head(fused)
+        # head(cat([h, pooled])) with the pool's half of the first layer
+        # folded into its bias: every row shares the pool, so its product is
+        # one vector, and the [n, 2 * hidden] concatenation is never formed.
+        first = self.head[0]
+        hidden = h.shape[1]
+        bias = first.bias + nn.functional.linear(pooled, first.weight[:, hidden:])
+        out = nn.functional.linear(h, first.weight[:, :hidden], bias)
+        return self.head[2](self.head[1](out))
 
     def __repr__(self) -> str:
         return (

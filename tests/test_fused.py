@@ -173,7 +173,7 @@ def test_source_states_are_forwards_without_the_last_layer(message_passing):
     calls = []
     hooks = [
         module.register_forward_hook(lambda *_: calls.append(1))
-        for module in (net.convs[-1].lin_dst, net.head)
+        for module in (net.norms[-1], net.head)
     ]
     short = net.source_states(context, targets, adjacency)
     for hook in hooks:
@@ -354,9 +354,11 @@ def test_attention_weights_gradcheck():
         # float32 inside by design: gradcheck through it with a loose tolerance.
         return _AttentionWeights.apply(src, dst, edge, adjacency, 0.2).double()
 
-    alpha = weights(*inputs)
+    alpha = weights(*inputs)  # [n, heads, k]: the aggregation's layout
+    assert alpha.shape == (10, 3, 4)
     assert torch.all(alpha[7] == 0)
+    assert torch.all(alpha.transpose(1, 2)[~graph.mask] == 0)
     torch.testing.assert_close(
-        alpha.sum(dim=1)[graph.mask.any(dim=1)], torch.ones(9, 3, dtype=torch.float64)
+        alpha.sum(dim=-1)[graph.mask.any(dim=1)], torch.ones(9, 3, dtype=torch.float64)
     )
     assert torch.autograd.gradcheck(weights, inputs, eps=1e-3, atol=1e-2)

@@ -1,0 +1,149 @@
+"""A/B of the training step: this working tree against a git revision, in one process.
+
+Single timings on a shared or virtual machine vary by 20 % and more between
+runs, so a kernel change is measured as a ratio of two versions timed
+alternately in one process: the revision's ``autoglm_graph`` is extracted
+(``git archive``) into a temporary folder as the package
+``autoglm_graph_baseline`` (its imports are relative), both networks get the
+same weights, inputs and neighbour graph, and their full-batch training steps
+(forward, backward, AdamW) alternate, ``--repeats`` times each. The table gives
+the median step of each and the ratio this tree / baseline (below 1: faster).
+
+    python benchmarks/step_ab.py --baseline HEAD~1 --sizes 3400 15000 40000
+
+Timings are for reading, never asserted in tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import io
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from _common import cpu_name, to_markdown
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def import_revision(revision: str, folder: Path):
+    """``autoglm_graph`` as it was at ``revision``, imported under another name."""
+    archive = subprocess.run(
+        ["git", "archive", revision, "autoglm_graph"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(folder, filter="data")
+    (folder / "autoglm_graph").rename(folder / "autoglm_graph_baseline")
+    sys.path.insert(0, str(folder))
+    return importlib.import_module("autoglm_graph_baseline")
+
+
+def make_step(package, n: int, n_features: int, seed: int, state=None):
+    """A closure running one training step of ``package``'s network, and its weights."""
+    modules = importlib.import_module(f"{package.__name__}.modules")
+    graph_module = importlib.import_module(f"{package.__name__}.graph")
+    generator = torch.Generator().manual_seed(seed)
+    context = torch.randn(n, n_features, generator=generator)
+    targets = torch.randn(n, 2, generator=generator)
+    torch.manual_seed(seed)
+    net = modules.GraphGLMNet(
+        n_features, n_features + 1, target_channels=2, dropout=0.1
+    )
+    if state is not None:
+        net.load_state_dict(state)
+    net.generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        graph = graph_module.cosine_topk(
+            net.encode(context), None, n_neighbors=16, threshold=0.0, backend="exact"
+        )
+    adjacency = net.adjacency(graph, n)
+    optimizer = torch.optim.AdamW(net.parameters(), lr=1e-6)
+
+    def step() -> float:
+        start = time.perf_counter()
+        net.train()
+        delta, _ = net(context, targets, adjacency)
+        loss = delta.pow(2).mean() + 1e-3 * delta.sum()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        return time.perf_counter() - start
+
+    return step, net.state_dict()
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", default="HEAD", help="git revision to compare")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[3400, 15000, 40000])
+    parser.add_argument("--features", type=int, default=12)
+    parser.add_argument("--repeats", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=None, help="write <out>.md")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    import autoglm_graph
+
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        baseline = import_revision(args.baseline, Path(folder))
+        for n in args.sizes:
+            new, state = make_step(autoglm_graph, n, args.features, seed=0)
+            old, _ = make_step(baseline, n, args.features, seed=0, state=state)
+            for step in (new, old, new, old):  # warm-up: caches, allocator
+                step()
+            times = {"tree": [], "baseline": []}
+            for _ in range(args.repeats):
+                times["tree"].append(new())
+                times["baseline"].append(old())
+            tree, base = (float(np.median(times[k])) for k in ("tree", "baseline"))
+            rows.append(
+                {
+                    "n": n,
+                    "baseline step ms": round(base * 1e3, 1),
+                    "tree step ms": round(tree * 1e3, 1),
+                    "tree / baseline": round(tree / base, 3),
+                }
+            )
+            print(rows[-1], flush=True)
+    command = "python benchmarks/step_ab.py " + " ".join(argv or sys.argv[1:])
+    resolved = subprocess.run(
+        ["git", "rev-parse", "--short", args.baseline],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    text = "\n".join(
+        [
+            "# Training step: working tree against a git revision (in-process A/B)",
+            "",
+            f"Command: `{command.strip()}`",
+            "",
+            f"Machine: {cpu_name()}, {args.threads} torch thread(s), "
+            f"torch {torch.__version__}; baseline `{args.baseline}` = {resolved}, "
+            f"{args.features} features, k = 16, 2 layers x 4 heads x 16 channels, "
+            f"median of {args.repeats} alternating steps",
+            "",
+            to_markdown(rows),
+            "",
+        ]
+    )
+    print(text)
+    if args.out is not None:
+        args.out.with_suffix(".md").write_text(text)
+    return rows
+
+
+if __name__ == "__main__":
+    main()
