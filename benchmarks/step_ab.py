@@ -5,11 +5,16 @@ runs, so a kernel change is measured as a ratio of two versions timed
 alternately in one process: the revision's ``autoglm_graph`` is extracted
 (``git archive``) into a temporary folder as the package
 ``autoglm_graph_baseline`` (its imports are relative), both networks get the
-same weights, inputs and neighbour graph, and their full-batch training steps
+same weights, inputs and (random) neighbour lists, and their full-batch training steps
 (forward, backward, AdamW) alternate, ``--repeats`` times each. The table gives
 the median step of each and the ratio this tree / baseline (below 1: faster).
+With ``--fit``, whole default fits of ``GraphGLMRegressor`` alternate instead
+(``scale.py``'s synthetic data: d = 32, gaussian, 20,000 test rows), with their
+epochs and test deviance: the random streams of two versions may differ, so
+the epochs may too.
 
     python benchmarks/step_ab.py --baseline HEAD~1 --sizes 3400 15000 40000
+    python benchmarks/step_ab.py --baseline HEAD~1 --fit --sizes 100000 --threads 2
 
 Timings are for reading, never asserted in tests.
 """
@@ -48,6 +53,18 @@ def import_revision(revision: str, folder: Path):
     return importlib.import_module("autoglm_graph_baseline")
 
 
+def random_graph(n: int, k: int, seed: int):
+    """Random ``[n, k]`` neighbour lists: a step's cost depends on how many
+    neighbours a row has, not which (as in ``scale.py``), and no N x N search
+    is needed at 100k rows."""
+    generator = torch.Generator().manual_seed(seed)
+    return (
+        torch.randint(0, n, (n, k), generator=generator),
+        torch.rand(n, k, generator=generator),
+        torch.ones(n, k, dtype=torch.bool),
+    )
+
+
 def make_step(package, n: int, n_features: int, seed: int, state=None):
     """A closure running one training step of ``package``'s network, and its weights."""
     modules = importlib.import_module(f"{package.__name__}.modules")
@@ -62,10 +79,7 @@ def make_step(package, n: int, n_features: int, seed: int, state=None):
     if state is not None:
         net.load_state_dict(state)
     net.generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        graph = graph_module.cosine_topk(
-            net.encode(context), None, n_neighbors=16, threshold=0.0, backend="exact"
-        )
+    graph = graph_module.NeighborGraph(*random_graph(n, 16, seed))
     adjacency = net.adjacency(graph, n)
     optimizer = torch.optim.AdamW(net.parameters(), lr=1e-6)
 
@@ -82,6 +96,46 @@ def make_step(package, n: int, n_features: int, seed: int, state=None):
     return step, net.state_dict()
 
 
+def make_fit(package, n: int, threads: int):
+    """A closure fitting ``package``'s default regressor on ``n`` synthetic rows."""
+    from autoglm_graph.datasets import make_varying_coefficients
+
+    X, y, _ = make_varying_coefficients(
+        n + 20_000, 32, 4, family="gaussian", noise=0.5, random_state=0
+    )
+
+    def fit() -> dict:
+        model = package.GraphGLMRegressor(random_state=0, n_jobs=threads)
+        start = time.perf_counter()
+        model.fit(X[:n], y[:n])
+        seconds = time.perf_counter() - start
+        mean = model.predict(X[n:])
+        return {
+            "s": seconds,
+            "epochs": model.n_iter_,
+            "deviance": float(np.mean((y[n:] - mean) ** 2)),
+        }
+
+    return fit
+
+
+def compare_fits(baseline, n: int, threads: int, repeats: int) -> dict:
+    import autoglm_graph
+
+    new, old = make_fit(autoglm_graph, n, threads), make_fit(baseline, n, threads)
+    runs = {"tree": [], "baseline": []}
+    for _ in range(repeats):
+        runs["tree"].append(new())
+        runs["baseline"].append(old())
+    row = {"n": n}
+    for name in ("baseline", "tree"):
+        row[f"{name} fit s"] = round(float(np.median([r["s"] for r in runs[name]])), 1)
+        row[f"{name} epochs"] = runs[name][0]["epochs"]
+        row[f"{name} test deviance"] = round(runs[name][0]["deviance"], 4)
+    row["tree / baseline"] = round(row["tree fit s"] / row["baseline fit s"], 3)
+    return row
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", default="HEAD", help="git revision to compare")
@@ -89,6 +143,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--features", type=int, default=12)
     parser.add_argument("--repeats", type=int, default=8)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--fit", action="store_true", help="whole fits, not steps")
     parser.add_argument("--out", type=Path, default=None, help="write <out>.md")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -98,6 +153,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
     with tempfile.TemporaryDirectory() as folder:
         baseline = import_revision(args.baseline, Path(folder))
         for n in args.sizes:
+            if args.fit:
+                rows.append(compare_fits(baseline, n, args.threads, args.repeats))
+                print(rows[-1], flush=True)
+                continue
             new, state = make_step(autoglm_graph, n, args.features, seed=0)
             old, _ = make_step(baseline, n, args.features, seed=0, state=state)
             for step in (new, old, new, old):  # warm-up: caches, allocator
@@ -126,14 +185,20 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ).stdout.strip()
     text = "\n".join(
         [
-            "# Training step: working tree against a git revision (in-process A/B)",
+            f"# {'Fits' if args.fit else 'Training step'}: working tree against a "
+            "git revision (in-process A/B)",
             "",
             f"Command: `{command.strip()}`",
             "",
             f"Machine: {cpu_name()}, {args.threads} torch thread(s), "
             f"torch {torch.__version__}; baseline `{args.baseline}` = {resolved}, "
-            f"{args.features} features, k = 16, 2 layers x 4 heads x 16 channels, "
-            f"median of {args.repeats} alternating steps",
+            + (
+                "default fits, scale.py's synthetic data (d = 32), "
+                f"median of {args.repeats} alternating fits"
+                if args.fit
+                else f"{args.features} features, k = 16, 2 layers x 4 heads x 16 "
+                f"channels, median of {args.repeats} alternating steps"
+            ),
             "",
             to_markdown(rows),
             "",
