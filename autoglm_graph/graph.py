@@ -36,6 +36,7 @@ __all__ = [
     "cosine_topk",
     "recall_at_k",
     "refresh_backend",
+    "refresh_graphs",
 ]
 
 _BACKENDS = ("exact", "faiss", "ivf", "auto")
@@ -668,6 +669,46 @@ def refresh_backend(backend: str, n: int, device: torch.device) -> str:
     from . import _faiss
 
     return "ivf" if _faiss.faiss_available() else backend
+
+
+def refresh_graphs(
+    base: torch.Tensor,
+    queries: torch.Tensor | None = None,
+    *,
+    n_neighbors: int = 16,
+    threshold: float | None = None,
+    backend: str = "auto",
+) -> tuple[NeighborGraph, NeighborGraph | None]:
+    """An embedding-graph refresh: ``base`` rows among themselves (self
+    excluded) and ``queries`` among them, both searched in one index.
+
+    The backend is :func:`refresh_backend`'s for the base rows (an IVF index
+    from 5,000 rows on a CPU; ``"auto"`` is otherwise resolved as in
+    :func:`cosine_topk`). An index built over the base rows serves both
+    searches, each calibrated on a sample of its own queries (or exact where
+    no setting reaches the target recall): the validation rows' search among
+    the training rows was an exact one of its own at every refresh (0.17 s on
+    15k training rows, 3.9 s on 90k with two threads, against their own
+    search's 0.45 s and 9 s).
+
+    Returns
+    -------
+    (NeighborGraph, NeighborGraph or None)
+        The base rows' graph and the queries' (None without queries), their
+        indices into ``base``, on its device.
+    """
+    _check_search_params(n_neighbors, threshold, None)
+    _check_backend(backend, None)
+    device = base.device
+    Bn = _normalize_rows(_as_matrix(base, "base", device, torch.float32))
+    m = Bn.shape[0]
+    kind = _resolve_backend(refresh_backend(backend, m, device), m, m, device)
+    index = None if kind == "exact" or m < 2 else _build_index(Bn, {}, kind)
+    train = _search(Bn, Bn, n_neighbors, threshold, True, None, index=index)
+    if queries is None:
+        return train, None
+    Qn = _normalize_rows(_as_matrix(queries, "queries", device, torch.float32))
+    return train, _search(Qn, Bn, n_neighbors, threshold, False, None, index=index)
 
 
 def _build_index(

@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 
 from ._random import on_device
 from .families import Family
-from .graph import NeighborCache, NeighborGraph, cosine_topk, refresh_backend
+from .graph import NeighborCache, NeighborGraph, refresh_graphs
 from .modules import GraphGLMNet, NetConfig, SourceStates
 
 __all__ = [
@@ -555,54 +555,51 @@ class TrainingState:
             return context
         return self.net.encode(context) if z is None else z
 
-    def build_graph(self, queries: Tensor, base: Tensor | None = None) -> NeighborGraph:
-        """Neighbours of ``queries`` among ``base`` (``None``: among themselves).
+    def build_graphs(
+        self, train: RowData, val: RowData | None
+    ) -> tuple[NeighborGraph, NeighborGraph | None]:
+        """The training rows' neighbours among themselves (self excluded) and
+        the validation rows' among the training rows, at a refresh.
 
-        An embedding-space search of the training rows among themselves (a
-        refresh) may be approximate (:func:`~autoglm_graph.graph.refresh_backend`):
-        its rows change at every step, so its result serves one refresh only.
-        Validation rows are searched as prediction will search new rows.
+        Input-space graphs are fixed during a fit: both are searched once,
+        through the neighbour cache (a search's, shared by its trials). An
+        embedding-space refresh searches both in one index over the training
+        rows' current embedding (:func:`~autoglm_graph.graph.refresh_graphs`;
+        approximate from 5,000 rows on a CPU): its rows change at every step,
+        so the index serves one refresh only. Validation rows are searched at
+        each refresh, in the same space and with the same weights, and kept
+        until the next one: scored as new rows would have been at that
+        refresh. Searching them every epoch cost as much as the training step
+        itself (30 % of an epoch at 15k rows on one CPU thread).
+
+        With groups, a row's neighbours from its own group are masked out too:
+        training then sees what a row of a new group will see, and a unit's
+        other rows cannot stand in for its own outcome.
         """
-        if self.config.graph.space == "input":
-            # Input-space graphs are fixed during a fit: validation rows are
-            # searched once, not every epoch (the cache may be a search's,
-            # shared by its trials).
-            return self.neighbor_cache.search(
-                queries,
-                base,
-                n_neighbors=self.config.graph.n_neighbors,
-                threshold=self.config.graph.threshold,
+        config = self.config.graph
+        # One encoding of the training rows serves both searches.
+        base = self.graph_vectors(train.context)
+        queries = None if val is None else self.graph_vectors(val.context)
+        if config.space == "input":
+            search = partial(
+                self.neighbor_cache.search,
+                n_neighbors=config.n_neighbors,
+                threshold=config.threshold,
             )
-        backend = self.config.graph.backend
-        if base is None:
-            backend = refresh_backend(backend, queries.shape[0], queries.device)
-        return cosine_topk(
-            queries,
-            base,
-            n_neighbors=self.config.graph.n_neighbors,
-            threshold=self.config.graph.threshold,
-            device=queries.device,
-            dtype=queries.dtype,
-            backend=backend,
-        )
-
-    def training_graph(
-        self, train: RowData, vectors: Tensor | None = None
-    ) -> NeighborGraph:
-        """Neighbours of the training rows among themselves (self excluded).
-
-        ``vectors`` may pass the rows' graph vectors (``graph_vectors``) when
-        the caller has them. With groups, a row's neighbours from its own group
-        are masked out too: training then sees what a row of a new group will
-        see, and a unit's other rows cannot stand in for its own outcome.
-        """
-        if vectors is None:
-            vectors = self.graph_vectors(train.context)
-        graph = self.build_graph(vectors)
-        if train.group is None:
-            return graph
-        same = train.group[graph.indices] == train.group.unsqueeze(1)
-        return dataclasses.replace(graph, mask=graph.mask & ~same)
+            graph = search(base)
+            val_graph = None if val is None else search(queries, base)
+        else:
+            graph, val_graph = refresh_graphs(
+                base,
+                queries,
+                n_neighbors=config.n_neighbors,
+                threshold=config.threshold,
+                backend=config.backend,
+            )
+        if train.group is not None:
+            same = train.group[graph.indices] == train.group.unsqueeze(1)
+            graph = dataclasses.replace(graph, mask=graph.mask & ~same)
+        return graph, val_graph
 
     def _adjacency(self, graph: NeighborGraph):
         # The training graph changes only at a refresh; its prepared form is
@@ -762,13 +759,11 @@ class TrainingState:
             if refresh:
                 with torch.no_grad():
                     self.net.eval()
-                    # One encoding of the training rows serves both searches.
-                    base = self.graph_vectors(train.context)
-                    graph = self.training_graph(train, base)
+                    graph, self._val_graph = self.build_graphs(train, val)
                     self.train_graph = graph
                     if val is not None:
-                        self._val_adjacency = self.validation_adjacency(
-                            train, val, base
+                        self._val_adjacency = self.net.adjacency(
+                            self._val_graph, n_src=train.context.shape[0]
                         )
             logs = {"epoch": epoch, "graph_refreshed": refresh}
             validate = None
@@ -855,26 +850,6 @@ class TrainingState:
         finally:
             for key, value in raw.items():
                 held[key].data = value
-
-    @torch.no_grad()
-    def validation_adjacency(self, train: RowData, val: RowData, base: Tensor):
-        """Validation rows' neighbours among the training rows, prepared.
-
-        ``base`` holds the training rows' graph vectors, as the refresh's
-        training graph used them.
-
-        Built at each refresh of the training graph, in the same space and
-        with the same weights, and kept until the next one: validation rows
-        are scored as new rows would have been at that refresh. Searching them
-        again every epoch cost as much as the training step itself (a
-        ``[n_val, n_train]`` product in 64 dimensions; 30 % of an epoch at 15k
-        rows on one CPU thread).
-        """
-        self.net.eval()
-        queries = self.graph_vectors(val.context)
-        graph = self.build_graph(queries.float(), base.float())
-        self._val_graph = graph
-        return self.net.adjacency(graph, n_src=train.context.shape[0])
 
     @torch.no_grad()
     def _validate(self, train, val, selector, graph, logs, states) -> None:

@@ -19,6 +19,7 @@ from autoglm_graph.graph import (  # noqa: E402
     _resolve_backend,
     cosine_topk,
     recall_at_k,
+    refresh_graphs,
 )
 
 
@@ -374,27 +375,46 @@ def test_refresh_backend_choice(monkeypatch):
     assert refresh_backend("auto", 20_000, cpu) == "auto"
 
 
-def test_training_refreshes_use_ivf_and_validation_stays_exact(monkeypatch):
-    """Refreshes of the training graph are approximate; validation rows are
-    searched as prediction searches new rows (exact below 150k rows)."""
-    from autoglm_graph import GraphGLMRegressor, graph, training
+def test_training_refreshes_search_both_row_sets_in_one_ivf_index(monkeypatch):
+    """A refresh builds one IVF index over the training rows' embedding; the
+    validation rows are searched in it too (not in an exact search of their
+    own)."""
+    from autoglm_graph import GraphGLMRegressor, graph
 
     monkeypatch.setattr(graph, "_REFRESH_IVF_MIN_ROWS", 100)
-    calls = []
-    original = training.cosine_topk
+    builds, searches = [], []
+    build, search = graph._build_index, graph._search
 
-    def spy(queries, base=None, **kwargs):
-        calls.append((base is None, kwargs["backend"]))
-        return original(queries, base, **kwargs)
+    def spy_build(Yn, index_params, kind="faiss"):
+        builds.append((Yn.shape[0], kind))
+        return build(Yn, index_params, kind)
 
-    monkeypatch.setattr(training, "cosine_topk", spy)
+    def spy_search(Xn, Yn, *args, index=None, **kwargs):
+        searches.append((Xn.shape[0], index is not None))
+        return search(Xn, Yn, *args, index=index, **kwargs)
+
+    monkeypatch.setattr(graph, "_build_index", spy_build)
+    monkeypatch.setattr(graph, "_search", spy_search)
     rng = np.random.default_rng(0)
     X = rng.standard_normal((400, 3))
     y = rng.poisson(np.exp(0.3 * X[:, 0]))
     GraphGLMRegressor(
         family="poisson", max_epochs=12, graph_refresh=5, random_state=0
     ).fit(X, y)
-    own = [backend for is_own, backend in calls if is_own]
-    other = [backend for is_own, backend in calls if not is_own]
-    assert own and set(own) == {"ivf"}
-    assert other == ["auto"] * len(own)  # one validation search per refresh
+    assert builds and set(builds) == {(360, "ivf")}  # one index per refresh
+    in_index = [s for s in searches if s[1]]
+    assert in_index == [(360, True), (40, True)] * len(builds)
+
+
+@pytest.mark.parametrize("make", [_clustered, _isotropic])
+def test_refresh_graphs_match_separate_searches(make):
+    X = torch.as_tensor(make(4000), dtype=torch.float32)
+    base, queries = X[:3500], X[3500:]
+    own, other = refresh_graphs(base, queries, n_neighbors=16, backend="ivf")
+    assert recall_at_k(own, cosine_topk(base, n_neighbors=16)) >= 0.95
+    assert recall_at_k(other, cosine_topk(queries, base, n_neighbors=16)) >= 0.95
+    assert other.indices.shape == (500, 16) and own.indices.shape == (3500, 16)
+    assert refresh_graphs(base, None)[1] is None
+    exact_own, exact_other = refresh_graphs(base, queries, backend="exact")
+    assert torch.equal(exact_other.indices, cosine_topk(queries, base).indices)
+    assert torch.equal(exact_own.indices, cosine_topk(base).indices)

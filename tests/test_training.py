@@ -26,13 +26,13 @@ def test_validation_rows_are_searched_at_graph_refreshes_only(
     poisson_rows, monkeypatch
 ):
     calls = []
-    search = training.cosine_topk
+    search = training.refresh_graphs
 
-    def counting(queries, base=None, **kwargs):
-        calls.append(None if base is None else base.shape[0])
-        return search(queries, base, **kwargs)
+    def counting(base, queries=None, **kwargs):
+        calls.append((base.shape[0], None if queries is None else queries.shape[0]))
+        return search(base, queries, **kwargs)
 
-    monkeypatch.setattr(training, "cosine_topk", counting)
+    monkeypatch.setattr(training, "refresh_graphs", counting)
     X, y = poisson_rows
     model = GraphGLMRegressor(
         family="poisson",
@@ -43,10 +43,11 @@ def test_validation_rows_are_searched_at_graph_refreshes_only(
         **SMALL,
     ).fit(X, y)
     assert model.n_iter_ == 12
-    # Refreshes at epochs 1, 6 and 11: one training and one validation search
-    # each (not one validation search per epoch); prediction adds its own.
-    n_train = 400 - round(0.1 * 400)
-    assert calls == [None, n_train] * 3
+    # Refreshes at epochs 1, 6 and 11: the training rows among themselves and
+    # the validation rows among them, in one index, at each (not one
+    # validation search per epoch); prediction does its own.
+    n_val = round(0.1 * 400)
+    assert calls == [(400 - n_val, n_val)] * 3
 
 
 class _History:
