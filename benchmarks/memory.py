@@ -28,7 +28,7 @@ import numpy as np
 from _common import cpu_name, to_markdown
 
 PHASES = {
-    "training_graph": "graph",
+    "build_graphs": "graph",
     "_train_step": "train_step",
     "_validate": "validate",
     "source_states": "source_states",
@@ -117,7 +117,9 @@ def main(argv: list[str] | None = None) -> None:
             config = dict(n=n, checkpoint=checkpoint, epochs=args.epochs)
             config["backend"] = args.backend
             command = [sys.executable, __file__, "--one", json.dumps(config)]
-            done = subprocess.run(command, capture_output=True, text=True, check=True)
+            done = subprocess.run(command, capture_output=True, text=True)
+            if done.returncode:
+                sys.exit(f"{config} failed:\n{done.stderr}")
             rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
             print(rows[-1], flush=True)
     table = to_markdown(rows)

@@ -96,3 +96,13 @@ def test_insurance_quick_run_on_one_portfolio(insurance, tmp_path):
         if record["model"] == "graphglm":  # balanced on its training rows
             assert abs(record["balance_train"] - 1) < 1e-8, record
     assert "| australian | severity | graphglm |" in out.with_suffix(".md").read_text()
+
+
+def test_memory_benchmark_charges_phases_to_methods_that_exist(monkeypatch):
+    # memory.py wraps these by name: a rename must fail here, not in the smoke run.
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    memory = importlib.import_module("memory")
+    from autoglm_graph.training import TrainingState
+
+    for name in memory.PHASES:
+        assert callable(getattr(TrainingState, name)), name
