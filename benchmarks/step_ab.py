@@ -11,10 +11,13 @@ the median step of each and the ratio this tree / baseline (below 1: faster).
 With ``--fit``, whole default fits of ``GraphGLMRegressor`` alternate instead
 (``scale.py``'s synthetic data: d = 32, gaussian, 20,000 test rows), with their
 epochs and test deviance: the random streams of two versions may differ, so
-the epochs may too.
+the epochs may too. With ``--fit --datasets NAME ...``, the fits are the
+benchmark suite's (``run.py``: its split of each dataset at seed 0, its
+model settings and test deviance) instead of synthetic sizes.
 
     python benchmarks/step_ab.py --baseline HEAD~1 --sizes 3400 15000 40000
     python benchmarks/step_ab.py --baseline HEAD~1 --fit --sizes 100000 --threads 2
+    python benchmarks/step_ab.py --baseline HEAD~1 --fit --datasets hi star
 
 Timings are for reading, never asserted in tests.
 """
@@ -119,19 +122,59 @@ def make_fit(package, n: int, threads: int):
     return fit
 
 
-def compare_fits(baseline, n: int, threads: int, repeats: int) -> dict:
+def make_suite_fit(package, name: str, threads: int):
+    """A closure fitting ``package``'s estimator as ``run.py`` does on ``name``."""
+    import bench_models
+    import run
+
+    from autoglm_graph import get_family
+    from autoglm_graph.datasets import load_dataset
+
+    ds = load_dataset(name, random_state=0)
+    params = run.family_parameters(name)
+    task = bench_models.Task(ds.family, seed=0, threads=threads, **params)
+    family = get_family(ds.family, **params)
+    n_classes = None if ds.classes is None else len(ds.classes)
+
+    def fit() -> dict:
+        # run.py's adapter with this package's estimators in place of ours.
+        saved = (bench_models.GraphGLMClassifier, bench_models.GraphGLMRegressor)
+        bench_models.GraphGLMClassifier = package.GraphGLMClassifier
+        bench_models.GraphGLMRegressor = package.GraphGLMRegressor
+        try:
+            model = bench_models.GraphGLMModel(task)
+        finally:
+            bench_models.GraphGLMClassifier, bench_models.GraphGLMRegressor = saved
+        start = time.perf_counter()
+        model.fit(ds.X_train, ds.y_train, ds.offset_train, groups=ds.groups_train)
+        seconds = time.perf_counter() - start
+        mean = np.asarray(model.predict(ds.X_test, ds.offset_test))
+        scores = run.score(family, ds, mean, n_classes)
+        return {
+            "s": seconds,
+            "epochs": model.estimator.n_iter_,
+            "deviance": scores["deviance"],
+        }
+
+    return fit
+
+
+def compare_fits(baseline, n, threads: int, repeats: int) -> dict:
+    """Alternating fits of both versions: ``n`` synthetic rows, or a suite
+    dataset when ``n`` is its name."""
     import autoglm_graph
 
-    new, old = make_fit(autoglm_graph, n, threads), make_fit(baseline, n, threads)
+    make = make_suite_fit if isinstance(n, str) else make_fit
+    new, old = make(autoglm_graph, n, threads), make(baseline, n, threads)
     runs = {"tree": [], "baseline": []}
     for _ in range(repeats):
         runs["tree"].append(new())
         runs["baseline"].append(old())
-    row = {"n": n}
+    row = {"dataset" if isinstance(n, str) else "n": n}
     for name in ("baseline", "tree"):
         row[f"{name} fit s"] = round(float(np.median([r["s"] for r in runs[name]])), 1)
         row[f"{name} epochs"] = runs[name][0]["epochs"]
-        row[f"{name} test deviance"] = round(runs[name][0]["deviance"], 4)
+        row[f"{name} test deviance"] = float(f"{runs[name][0]['deviance']:.5g}")
     row["tree / baseline"] = round(row["tree fit s"] / row["baseline fit s"], 3)
     return row
 
@@ -144,6 +187,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--repeats", type=int, default=8)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--fit", action="store_true", help="whole fits, not steps")
+    parser.add_argument(
+        "--datasets", nargs="+", default=None, help="with --fit: suite datasets"
+    )
     parser.add_argument("--out", type=Path, default=None, help="write <out>.md")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -152,7 +198,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as folder:
         baseline = import_revision(args.baseline, Path(folder))
-        for n in args.sizes:
+        for n in args.datasets if args.fit and args.datasets else args.sizes:
             if args.fit:
                 rows.append(compare_fits(baseline, n, args.threads, args.repeats))
                 print(rows[-1], flush=True)
@@ -193,7 +239,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
             f"Machine: {cpu_name()}, {args.threads} torch thread(s), "
             f"torch {torch.__version__}; baseline `{args.baseline}` = {resolved}, "
             + (
-                "default fits, scale.py's synthetic data (d = 32), "
+                f"the suite's default fits (run.py, seed 0), median of "
+                f"{args.repeats} alternating fits"
+                if args.fit and args.datasets
+                else "default fits, scale.py's synthetic data (d = 32), "
                 f"median of {args.repeats} alternating fits"
                 if args.fit
                 else f"{args.features} features, k = 16, 2 layers x 4 heads x 16 "
