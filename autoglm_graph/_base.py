@@ -69,7 +69,7 @@ class _BaseGraphGLM(BaseEstimator):
         dropout: float = 0.1,
         use_neighbor_targets: bool = True,
         local_penalty: float = 1e-3,
-        learning_rate: float = 3e-3,
+        learning_rate: float = 6e-3,
         weight_decay: float = 1e-4,
         ema_decay: float = 0.9,
         max_epochs: int = 300,
