@@ -75,9 +75,10 @@ def test_power_and_size_over_seeds():
     """A guard on what the test achieves: here power 0.90 and size 0.33 over
     these 20 seeds at alpha 0.05 (``benchmarks/results/heterogeneity.md``).
     The records moved between 0.88 and 0.93 (power) and 0.28 and 0.35 (size)
-    with the network's random stream alone (new dropout masks, the attention
-    layout) and the learning rate, the models being otherwise the same maths: 60 and 40 cases give
-    standard errors of about 0.04 and 0.07, hence the margins. The size misses
+    with the network's random stream (new dropout masks, the attention
+    layout) and the learning rate, the models being otherwise the same maths:
+    60 and 40 cases give standard errors of about 0.04 and 0.07, hence the
+    margins. The size misses
     #15's target of 0.10 (see the module's Limits); this fails if either gets
     clearly worse, where an xfail passed whatever happened."""
     flagged_varying, flagged_constant = [], []
