@@ -1,9 +1,9 @@
 """Default fits at several learning rates: epochs and test deviance over seeds.
 
-Each fit is ``run.py``'s GraphGLM on its split of a suite dataset at one seed
-(the split and the model seed), with ``learning_rate`` set; the table gives,
-per dataset and seed, the epochs run and the test deviance at each rate, and
-the change against the first rate.
+Each fit is ``run.py``'s GraphGLM (``step_ab.make_suite_fit``) on its split
+of a suite dataset at one seed (the split and the model seed), with
+``learning_rate`` set; the table gives, per dataset and seed, the epochs run
+and the test deviance at each rate, and the change against the first rate.
 
     python benchmarks/learning_rate.py --rates 0.003 0.006 --seeds 0 1 \\
         --out benchmarks/results/learning_rate
@@ -19,17 +19,14 @@ import argparse
 import json
 import shlex
 import sys
-import time
 from pathlib import Path
 
-import bench_models
 import numpy as np
-import run
 import torch
 from _common import cpu_name, to_markdown
+from step_ab import make_suite_fit
 
-from autoglm_graph import get_family
-from autoglm_graph.datasets import load_dataset
+import autoglm_graph
 
 #: The suite's datasets on which the default fit keeps a network.
 DATASETS = (
@@ -51,24 +48,8 @@ DATASETS = (
 
 def fit_once(name: str, seed: int, learning_rate: float) -> dict:
     """One default fit of ``run.py``'s GraphGLM with ``learning_rate``."""
-    ds = load_dataset(name, random_state=seed)
-    params = run.family_parameters(name)
-    task = bench_models.Task(ds.family, seed=seed, threads=1, **params)
-    model = run.all_models["graphglm"](task)
-    model.estimator.set_params(learning_rate=learning_rate)
-    start = time.perf_counter()
-    model.fit(ds.X_train, ds.y_train, ds.offset_train, groups=ds.groups_train)
-    seconds = time.perf_counter() - start
-    mean = np.asarray(model.predict(ds.X_test, ds.offset_test))
-    n_classes = None if ds.classes is None else len(ds.classes)
-    deviance = run.score(get_family(ds.family, **params), ds, mean, n_classes)
-    est = model.estimator
-    return {
-        "s": round(seconds, 1),
-        "epochs": est.n_iter_,
-        "kept": not est.is_global_only_,
-        "deviance": float(f"{deviance['deviance']:.5g}"),
-    }
+    fit = make_suite_fit(autoglm_graph, name, 1, seed, learning_rate=learning_rate)()
+    return {**fit, "deviance": float(f"{fit['deviance']:.5g}")}
 
 
 def main(argv: list[str] | None = None) -> list[dict]:

@@ -122,18 +122,19 @@ def make_fit(package, n: int, threads: int):
     return fit
 
 
-def make_suite_fit(package, name: str, threads: int):
-    """A closure fitting ``package``'s estimator as ``run.py`` does on ``name``."""
+def make_suite_fit(package, name: str, threads: int, seed: int = 0, **params):
+    """A closure fitting ``package``'s estimator as ``run.py`` does on ``name``
+    (its split and model seed ``seed``), with ``params`` set on the estimator."""
     import bench_models
     import run
 
     from autoglm_graph import get_family
     from autoglm_graph.datasets import load_dataset
 
-    ds = load_dataset(name, random_state=0)
-    params = run.family_parameters(name)
-    task = bench_models.Task(ds.family, seed=0, threads=threads, **params)
-    family = get_family(ds.family, **params)
+    ds = load_dataset(name, random_state=seed)
+    family_params = run.family_parameters(name)
+    task = bench_models.Task(ds.family, seed=seed, threads=threads, **family_params)
+    family = get_family(ds.family, **family_params)
     n_classes = None if ds.classes is None else len(ds.classes)
 
     def fit() -> dict:
@@ -145,6 +146,7 @@ def make_suite_fit(package, name: str, threads: int):
             model = bench_models.GraphGLMModel(task)
         finally:
             bench_models.GraphGLMClassifier, bench_models.GraphGLMRegressor = saved
+        model.estimator.set_params(**params)
         start = time.perf_counter()
         model.fit(ds.X_train, ds.y_train, ds.offset_train, groups=ds.groups_train)
         seconds = time.perf_counter() - start
@@ -153,6 +155,7 @@ def make_suite_fit(package, name: str, threads: int):
         return {
             "s": seconds,
             "epochs": model.estimator.n_iter_,
+            "kept": not model.estimator.is_global_only_,
             "deviance": scores["deviance"],
         }
 
