@@ -170,10 +170,7 @@ class FittedNetwork:
             dtype=vectors.dtype,
             backend=self.graph.backend,
         )
-        if self.rows.group is None:
-            return graph
-        same = self.rows.group[graph.indices] == self.rows.group.unsqueeze(1)
-        return dataclasses.replace(graph, mask=graph.mask & ~same)
+        return graph.without_own_group(self.rows.group)
 
     # ----------------------------------------------------------------- device
     def to(self, device: torch.device | str) -> FittedNetwork:

@@ -125,6 +125,18 @@ class NeighborGraph:
             mask = mask & (similarities >= threshold)
         return NeighborGraph(self.indices[:, :k], similarities, mask)
 
+    def without_own_group(self, group: torch.Tensor | None) -> NeighborGraph:
+        """The rows among themselves with neighbours of a row's own group masked
+        out (``group[i]`` is row ``i``'s); itself when ``group`` is None.
+
+        Training then sees what a row of a new group will see, and a unit's
+        other rows cannot stand in for its own outcome.
+        """
+        if group is None:
+            return self
+        same = group[self.indices] == group.unsqueeze(1)
+        return NeighborGraph(self.indices, self.similarities, self.mask & ~same)
+
     def to_edge_index(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Real neighbours as a message-passing edge list.
 

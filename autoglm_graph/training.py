@@ -11,7 +11,6 @@ stopping and pruning are callbacks, not branches inside the loop.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import sys
 import time
 import warnings
@@ -572,9 +571,8 @@ class TrainingState:
         refresh. Searching them every epoch cost as much as the training step
         itself (30 % of an epoch at 15k rows on one CPU thread).
 
-        With groups, a row's neighbours from its own group are masked out too:
-        training then sees what a row of a new group will see, and a unit's
-        other rows cannot stand in for its own outcome.
+        With groups, a row's neighbours from its own group are masked out too
+        (:meth:`~autoglm_graph.graph.NeighborGraph.without_own_group`).
         """
         config = self.config.graph
         # One encoding of the training rows serves both searches.
@@ -596,10 +594,7 @@ class TrainingState:
                 threshold=config.threshold,
                 backend=config.backend,
             )
-        if train.group is not None:
-            same = train.group[graph.indices] == train.group.unsqueeze(1)
-            graph = dataclasses.replace(graph, mask=graph.mask & ~same)
-        return graph, val_graph
+        return graph.without_own_group(train.group), val_graph
 
     def _adjacency(self, graph: NeighborGraph):
         # The training graph changes only at a refresh; its prepared form is
