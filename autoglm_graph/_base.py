@@ -39,6 +39,7 @@ from ._validation import (
     resolve_precision,
 )
 from .families import Family, NegativeBinomialFamily
+from .location import fit_location_effect
 from .modules import MESSAGE_PASSING, NetConfig
 from .preprocessing import TabularPreprocessor
 from .training import EarlyStopping, GraphConfig, RowData, Trainer, linear_predictor
@@ -68,6 +69,8 @@ class _BaseGraphGLM(BaseEstimator):
         message_passing: str = "auto",
         dropout: float = 0.1,
         use_neighbor_targets: bool = True,
+        location_columns: list | None = None,
+        location_neighbors: int | str = "auto",
         local_penalty: float = 1e-3,
         learning_rate: float = 6e-3,
         weight_decay: float = 1e-4,
@@ -98,6 +101,8 @@ class _BaseGraphGLM(BaseEstimator):
         self.message_passing = message_passing
         self.dropout = dropout
         self.use_neighbor_targets = use_neighbor_targets
+        self.location_columns = location_columns
+        self.location_neighbors = location_neighbors
         self.local_penalty = local_penalty
         self.learning_rate = learning_rate
         self.weight_decay = weight_decay
@@ -165,6 +170,11 @@ class _BaseGraphGLM(BaseEstimator):
             )
         check_number("dropout", self.dropout, low=0, high=1)
         check_option("use_neighbor_targets", self.use_neighbor_targets, (True, False))
+        _check_location_columns(self.location_columns)
+        if self.location_neighbors != "auto":
+            check_number(
+                "location_neighbors", self.location_neighbors, integer=True, low=1
+            )
         check_number("local_penalty", self.local_penalty, low=0, allow_inf=True)
         check_number("learning_rate", self.learning_rate, low=0, low_open=True)
         check_number("weight_decay", self.weight_decay, low=0)
@@ -285,6 +295,7 @@ class _BaseGraphGLM(BaseEstimator):
         self._fitted = None
         self._validation_positions = None
         self.network_ = None
+        self.location_effect_ = None
         self.history_ = []
         self.n_iter_ = 0
         reason = self._global_only_reason(X.shape[0])
@@ -292,7 +303,8 @@ class _BaseGraphGLM(BaseEstimator):
             reason = self._fit_network(
                 design, y_model, sample_weight, offset, glm, groups, neighbor_cache
             )
-        self.is_global_only_ = reason is not None
+        # A kept location effect alone is not the global GLM either.
+        self.is_global_only_ = reason is not None and self.location_effect_ is None
         self.global_only_reason_ = reason
         self.balance_correction_ = self._balance(design, y_model, sample_weight, offset)
         if reason is not None and self.verbose:
@@ -378,7 +390,12 @@ class _BaseGraphGLM(BaseEstimator):
         self._validation_positions = val_pos
         if len(train_pos) < 2:
             return "too few training rows after the validation split"
-        rows = self._row_data(design, y_model, sample_weight, offset, glm, train_pos)
+        eta_shift = self._fit_location(
+            design, y_model, sample_weight, offset, train_pos, val_pos, groups
+        )
+        rows = self._row_data(
+            design, y_model, sample_weight, offset, glm, train_pos, eta_shift
+        )
         if groups is not None:
             rows.group = torch.as_tensor(groups, device=self.device_)
         train = rows.subset(torch.as_tensor(train_pos, device=self.device_))
@@ -475,7 +492,92 @@ class _BaseGraphGLM(BaseEstimator):
             verbose=self.verbose,
         )
 
-    def _row_data(self, design, y_model, sample_weight, offset, glm, train_pos):
+    def _location_design_columns(self) -> list[int]:
+        """Design columns of ``location_columns`` (numeric columns only)."""
+        names_in = getattr(self, "feature_names_in_", None)
+        numeric = set(map(str, self.preprocessor_.numeric_features_))
+        out = list(map(str, self.feature_names_out_))
+        columns = []
+        for column in self.location_columns:
+            if isinstance(column, (int, np.integer)):
+                if not 0 <= column < self.n_features_in_:
+                    raise ValueError(
+                        f"location_columns: column {column} is out of range for "
+                        f"{self.n_features_in_} features."
+                    )
+                column = names_in[column] if names_in is not None else f"x{column}"
+            name = str(column)
+            if name not in numeric or name not in out:
+                raise ValueError(
+                    f"location_columns: {name!r} is not a numeric, non-constant "
+                    f"column of X (numeric columns: {sorted(numeric)})."
+                )
+            columns.append(out.index(name))
+        return columns
+
+    def _locations(self, design: np.ndarray, columns: list[int]) -> np.ndarray:
+        """The location columns of ``design`` in the user's units."""
+        shift, scale = self.preprocessor_.design_scaling()
+        return design[:, columns] * scale[columns] + shift[columns]
+
+    def _fit_location(
+        self, design, y_model, sample_weight, offset, train_pos, val_pos, groups
+    ) -> np.ndarray | None:
+        """Fit ``location_effect_`` (:mod:`autoglm_graph.location`); returns the
+        linear predictor's shift of every row (None without the effect)."""
+        if self.location_columns is None:
+            return None
+        if self._n_outputs != 1:
+            raise ValueError(
+                "location_columns needs a single-output family; the multinomial "
+                "family has one linear predictor per class."
+            )
+        if groups is not None:
+            raise ValueError(
+                "location_columns cannot be combined with groups yet: a row's "
+                "neighbourhood would hold rows of its own group."
+            )
+        columns = self._location_design_columns()
+        eta = self._global_eta(design, offset)[:, 0]
+        locations = self._locations(design, columns)
+
+        def rows(positions):
+            if positions is None or not len(positions):
+                return None
+            return (
+                locations[positions],
+                y_model[positions],
+                eta[positions],
+                sample_weight[positions],
+            )
+
+        effect, train_shift, report = fit_location_effect(
+            self.family_,
+            columns,
+            rows(train_pos),
+            rows(val_pos),
+            self.location_neighbors,
+        )
+        self.location_report_ = report
+        if effect is None:
+            return None
+        self.location_effect_ = effect
+        shift = np.zeros(design.shape[0])
+        shift[train_pos] = train_shift
+        if val_pos is not None and len(val_pos):
+            shift[val_pos] = effect.shift(locations[val_pos])
+        return shift
+
+    def _location_shift(self, design: np.ndarray) -> np.ndarray | None:
+        """The fitted location effect's shift of new rows' linear predictor."""
+        effect = getattr(self, "location_effect_", None)
+        if effect is None:
+            return None
+        return effect.shift(self._locations(design, effect.columns))
+
+    def _row_data(
+        self, design, y_model, sample_weight, offset, glm, train_pos, eta_shift=None
+    ):
         device = self.device_
         # np.require copies read-only input (a pandas Series' values): torch
         # warns on non-writable arrays.
@@ -483,6 +585,8 @@ class _BaseGraphGLM(BaseEstimator):
             np.require(a, np.float32, ["C", "W"]), device=device
         )
         eta_global = self._global_eta(design, offset)
+        if eta_shift is not None:  # the location effect, leave-one-out on train
+            eta_global = eta_global + eta_shift[:, None]
         targets = None
         if self.use_neighbor_targets:
             targets = outcome_features(
@@ -537,9 +641,15 @@ class _BaseGraphGLM(BaseEstimator):
         glm = self.global_glm_
         theta_global = np.concatenate([glm.intercept[:, None], glm.coef], axis=1)
         eta = self._global_eta(design, offset)
-        theta = np.broadcast_to(theta_global, (design.shape[0], *theta_global.shape))
+        theta = np.broadcast_to(
+            theta_global, (design.shape[0], *theta_global.shape)
+        ).copy()
+        location = self._location_shift(design)
+        if location is not None:  # a shift of each row's intercept
+            eta = eta + location[:, None]
+            theta[:, :, 0] += location[:, None]
         if self.network_ is None:
-            return eta, theta.copy()
+            return eta, theta
         deltas = [
             self._query(design[s : s + PREDICT_CHUNK])
             for s in range(0, design.shape[0], PREDICT_CHUNK)
@@ -771,6 +881,25 @@ class _BaseGraphGLM(BaseEstimator):
         if getattr(self, "_fitted", None) is not None:
             self._fitted = self._fitted.to(self.device_)
             self.network_ = self._fitted.net
+
+
+def _check_location_columns(columns) -> None:
+    if columns is None:
+        return
+    if isinstance(columns, (str, bytes)) or not hasattr(columns, "__iter__"):
+        raise ValueError(
+            "The 'location_columns' parameter must be None or a list of column "
+            f"names or indices; got {columns!r}."
+        )
+    columns = list(columns)
+    if not columns or not all(
+        isinstance(c, (str, int, np.integer)) and not isinstance(c, bool)
+        for c in columns
+    ):
+        raise ValueError(
+            "The 'location_columns' parameter must list at least one column "
+            f"name or index; got {columns!r}."
+        )
 
 
 def _group_codes(groups, n_samples: int) -> np.ndarray | None:

@@ -79,6 +79,24 @@ _COMMON_PARAMS_DOC = """
         Let last-layer messages carry neighbours' outcomes (target on the link
         scale and residual under the global GLM). A training row never sees its
         own outcome, and validation rows are never neighbours.
+    location_columns : list of str or int, or None, default=None
+        Numeric columns of ``X`` holding coordinates (e.g. ``["long", "lat"]``)
+        over which the outcome may vary smoothly. Each row then gets a
+        *location effect*, a shift of its intercept: the global GLM's residual
+        averaged over its ``location_neighbors`` nearest training rows by
+        Euclidean distance in these columns (its own outcome left out), times
+        a credibility coefficient fitted on the training rows
+        (:mod:`autoglm_graph.location`). It is kept only when it lowers the
+        deviance (training rows left out one at a time, and the validation
+        rows) by more than one standard error; the network trains on top.
+        The graph's 16 neighbours cannot find such an effect when it needs
+        the exposure of hundreds of rows to show (claim frequency over
+        Belgium: ``benchmarks/results/insurance.md``).
+        Single-output families; not with ``groups``.
+    location_neighbors : int or "auto", default="auto"
+        Training rows per neighbourhood of the location effect; ``"auto"``
+        picks the best of 50 to 3,000 (at most a fifth of the training rows)
+        on the training rows' leave-one-out deviance.
     local_penalty : float, default=1e-3
         Penalty on the squared per-row coefficient deviations. ``numpy.inf``
         gives exactly the global GLM (no network is trained).
@@ -154,10 +172,16 @@ _COMMON_ATTRIBUTES_DOC = """
         design, the one the network sees; ``coef_``, ``intercept_``,
         ``local_coef`` and ``coef_table`` map it to the user's units
         (``preprocessor_.design_scaling()``).
+    location_effect_ : LocationEffect or None
+        The kept location effect (``location_columns``), else None;
+        ``location_report_`` holds its chosen ``n_neighbors`` and
+        ``coefficient`` and its validation ``gain`` and ``gain_se``, kept or
+        not.
     network_ : GraphGLMNet or None
         The trained network (None when the model is the global GLM).
     is_global_only_ : bool
-        True when the fitted model is exactly the global GLM.
+        True when the fitted model is exactly the global GLM (no network and
+        no location effect).
     global_only_reason_ : str or None
     history_ : list of dict
         Per-epoch ``train_loss``, ``train_deviance``, ``val_deviance``, ``seconds``.
@@ -261,6 +285,8 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
         message_passing: str = "auto",
         dropout: float = 0.1,
         use_neighbor_targets: bool = True,
+        location_columns: list | None = None,
+        location_neighbors: int | str = "auto",
         local_penalty: float = 1e-3,
         learning_rate: float = 6e-3,
         weight_decay: float = 1e-4,
@@ -296,6 +322,8 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
             message_passing=message_passing,
             dropout=dropout,
             use_neighbor_targets=use_neighbor_targets,
+            location_columns=location_columns,
+            location_neighbors=location_neighbors,
             local_penalty=local_penalty,
             learning_rate=learning_rate,
             weight_decay=weight_decay,

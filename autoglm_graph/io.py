@@ -88,6 +88,7 @@ from ._glm import GlobalGLM
 from ._validation import resolve_device
 from .estimators import GraphGLMClassifier, GraphGLMRegressor
 from .families import FAMILIES, Family, get_family
+from .location import LocationEffect
 from .modules import CONVS, MESSAGE_PASSING
 from .preprocessing import TabularPreprocessor
 from .training import GraphConfig, RowData, Trainer
@@ -233,6 +234,17 @@ def _model_state(model) -> tuple[dict, dict[str, torch.Tensor]]:
         fitted["train_index"] = _labels_to_json(train_index, "train_index", put)
     if model._fitted is not None:
         fitted["network"] = _network_state(model._fitted, put)
+    if getattr(model, "location_report_", None) is not None:
+        fitted["location_report_"] = _plain(model.location_report_)
+    effect = getattr(model, "location_effect_", None)
+    if effect is not None:
+        fitted["location_effect"] = {
+            "columns": [int(c) for c in effect.columns],
+            "n_neighbors": int(effect.n_neighbors),
+            "coefficient": float(effect.coefficient),
+        }
+        for name in _LOCATION_ARRAYS:
+            put(f"location.{name}", np.asarray(getattr(effect, name), np.float64))
     config = {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
@@ -281,13 +293,18 @@ def _params_to_json(model) -> dict:
             stacklevel=4,
         )
         params["random_state"] = None
+    if params.get("location_columns") is not None:
+        params["location_columns"] = [_plain(c) for c in params["location_columns"]]
     if isinstance(params.get("family"), Family):
         family = params["family"]
         params["family"] = {"name": family.name, "params": family._params()}
     out = {}
     for key, value in params.items():
         value = _plain(value)
-        if not isinstance(value, (*_SCALARS, dict)):
+        scalar_list = isinstance(value, list) and all(
+            isinstance(v, _SCALARS) for v in value
+        )
+        if not (isinstance(value, (*_SCALARS, dict)) or scalar_list):
             raise TypeError(f"The parameter {key}={value!r} cannot be saved.")
         out[key] = value
     return out
@@ -490,10 +507,62 @@ def _build(config: dict, tensors: dict[str, torch.Tensor], preprocessor):
         network = _restore_network(
             model, fitted["network"], tensors, device, n_outputs, len(train_index)
         )
-    elif not model.is_global_only_:
-        raise ModelFileError("A model that is not global-only needs its network.")
+    model.location_effect_ = _location_effect(fitted, tensors, model)
+    if "location_report_" in fitted:
+        report = fitted["location_report_"]
+        if not isinstance(report, dict) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool)
+            for v in report.values()
+        ):
+            raise ModelFileError("location_report_ must be an object of numbers.")
+        model.location_report_ = report
+    if (
+        network is None
+        and not model.is_global_only_
+        and (model.location_effect_ is None)
+    ):
+        raise ModelFileError(
+            "A model that is not global-only needs its network or location effect."
+        )
     model._restore(glm, train_index, network)
     return model
+
+
+#: The location effect's arrays, stored as ``location.<name>`` tensors.
+_LOCATION_ARRAYS = ("points", "counts", "score", "info")
+
+
+def _location_effect(fitted: dict, tensors, model) -> LocationEffect | None:
+    """The stored location effect, its numbers checked (shapes already are)."""
+    spec = fitted.get("location_effect")
+    if spec is None:
+        return None
+    p = len(model.feature_names_out_)
+    columns = [
+        _int(c, "location_effect.columns", low=0, high=p - 1) for c in spec["columns"]
+    ]
+    if not columns or len(set(columns)) != len(columns):
+        raise ModelFileError("location_effect.columns must be distinct design columns.")
+    arrays = {
+        name: tensors[f"location.{name}"].numpy().astype(np.float64)
+        for name in _LOCATION_ARRAYS
+    }
+    if (
+        not all(np.isfinite(a).all() for a in arrays.values())
+        or not (arrays["counts"] >= 1).all()
+    ):
+        raise ModelFileError(
+            "The location effect's arrays must be finite, counts >= 1."
+        )
+    coefficient = _number(spec.get("coefficient"), "location_effect.coefficient")
+    if not np.isfinite(coefficient):
+        raise ModelFileError("location_effect.coefficient must be finite.")
+    return LocationEffect(
+        columns=columns,
+        n_neighbors=_int(spec.get("n_neighbors"), "location_effect.n_neighbors", low=1),
+        coefficient=float(coefficient),
+        **arrays,
+    )
 
 
 def _params_from_json(cls, params) -> dict:
@@ -509,6 +578,11 @@ def _params_from_json(cls, params) -> dict:
     for key, value in params.items():
         if key == "family" and isinstance(value, dict):
             value = _family_from_json(value)
+        elif key == "location_columns" and isinstance(value, list):
+            if not all(isinstance(v, (str, int)) for v in value):
+                raise ModelFileError(
+                    f"location_columns must list names or indices; got {value!r}."
+                )
         elif not isinstance(value, _SCALARS):
             raise ModelFileError(
                 f"The parameter {key!r} must be a number, string, bool or null; "
@@ -577,6 +651,17 @@ def _expected_shapes(
             if spec["tensor"] != key:
                 raise ModelFileError(f"{key} must be stored in the tensor {key!r}.")
             expected[key] = (None,)
+    location = fitted.get("location_effect")
+    if location is not None:
+        if not isinstance(location, dict) or not isinstance(
+            location.get("columns"), list
+        ):
+            raise ModelFileError("fitted.location_effect must be a JSON object.")
+        points = tensors.get("location.points")
+        n_points = None if points is None or points.ndim != 2 else points.shape[0]
+        expected["location.points"] = (n_points, len(location["columns"]))
+        for name in _LOCATION_ARRAYS[1:]:
+            expected[f"location.{name}"] = (n_points,)
     network = fitted.get("network")
     if network is None:
         return expected

@@ -9,6 +9,9 @@ same folds. Models:
 - ``glum``: glum's GLM of the family on the same columns (our preprocessing's
   design: one-hot categories, standardised numbers), the offset, L2 1e-4;
 - ``graphglm``: GraphGLMRegressor with its defaults;
+- ``graphglm_location``: the same with ``location_columns`` set to the
+  portfolio's coordinates (Belgian: ``long``, ``lat``; the others have none
+  and fit ``graphglm``'s model);
 - ``graphglm_search``: GraphGLMSearchCV over the default space, ``--trials``
   trials scored on the estimator's validation split (``cv=None``);
 - ``lightgbm``: LightGBM with early stopping (50 rounds) on a seeded 10 %
@@ -72,6 +75,7 @@ class Portfolio:
     amount: str
     amount_is_average: bool
     features: tuple[str, ...]
+    location: tuple[str, ...] = ()
 
 
 PORTFOLIOS = {
@@ -94,6 +98,7 @@ PORTFOLIOS = {
             "long",
             "lat",
         ),
+        location=("long", "lat"),
     ),
     "norwegian": Portfolio(
         "norauto.parquet",
@@ -123,6 +128,7 @@ class Data:
     weight: np.ndarray  # the deviance's and the balance's row weights
     offset: np.ndarray | None
     family: str
+    location: tuple[str, ...] = ()  # coordinate columns of X, if any
 
     def take(self, rows: np.ndarray) -> Data:
         return Data(
@@ -131,6 +137,7 @@ class Data:
             self.weight[rows],
             None if self.offset is None else self.offset[rows],
             self.family,
+            self.location,
         )
 
 
@@ -144,12 +151,14 @@ def load_task(folder: Path, name: str, task: str, subsample, seed: int) -> Data:
     count = frame[spec.count].to_numpy(np.float64)
     if task == "frequency":
         exposure = frame[spec.exposure].to_numpy(np.float64)
-        return Data(X, count, np.ones(len(X)), np.log(exposure), "poisson")
+        return Data(
+            X, count, np.ones(len(X)), np.log(exposure), "poisson", spec.location
+        )
     amount = frame[spec.amount].to_numpy(np.float64)
     rows = (count > 0) & (amount > 0)
     average = amount[rows] if spec.amount_is_average else amount[rows] / count[rows]
     X = X[rows].reset_index(drop=True)
-    return Data(X, average, count[rows], None, "gamma")
+    return Data(X, average, count[rows], None, "gamma", spec.location)
 
 
 # ------------------------------------------------------------------ models
@@ -199,7 +208,24 @@ class GraphGLM:
         est = getattr(self.estimator, "best_estimator_", self.estimator)
         if est.is_global_only_:
             return "global GLM"
-        return f"network (best epoch {est.best_epoch_})"
+        parts = []
+        if getattr(est, "location_effect_", None) is not None:
+            effect = est.location_effect_
+            parts.append(
+                f"location effect (K {effect.n_neighbors}, "
+                f"coefficient {effect.coefficient:.2f})"
+            )
+        if est.network_ is not None:
+            parts.append(f"network (best epoch {est.best_epoch_})")
+        return " + ".join(parts)
+
+
+class GraphGLMLocation(GraphGLM):
+    """GraphGLM with the portfolio's coordinates as ``location_columns``."""
+
+    def fit(self, data: Data):
+        self.estimator.set_params(location_columns=list(data.location) or None)
+        return super().fit(data)
 
 
 class GraphGLMUnbalanced(GraphGLM):
@@ -327,6 +353,7 @@ class LightGBMOptuna(LightGBM):
 FACTORIES = {
     "glum": Glum,
     "graphglm": GraphGLM,
+    "graphglm_location": GraphGLMLocation,
     "graphglm_search": GraphGLMSearch,
     "graphglm_unbalanced": GraphGLMUnbalanced,
     "lightgbm": LightGBM,
