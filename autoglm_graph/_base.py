@@ -296,6 +296,7 @@ class _BaseGraphGLM(BaseEstimator):
         self._validation_positions = None
         self.network_ = None
         self.location_effect_ = None
+        self.location_report_ = None
         self.history_ = []
         self.n_iter_ = 0
         reason = self._global_only_reason(X.shape[0])
@@ -347,8 +348,8 @@ class _BaseGraphGLM(BaseEstimator):
     def _global_only_reason(self, n_samples: int) -> str | None:
         if np.isinf(self.local_penalty):
             return "local_penalty=inf"
-        if self.max_epochs == 0:
-            return "max_epochs=0"
+        if self.max_epochs == 0 and self.location_columns is None:
+            return "max_epochs=0"  # (with location columns: their effect alone)
         if n_samples < MIN_ROWS_FOR_NETWORK:
             return f"only {n_samples} rows; the network needs {MIN_ROWS_FOR_NETWORK}"
         return None
@@ -393,6 +394,8 @@ class _BaseGraphGLM(BaseEstimator):
         eta_shift = self._fit_location(
             design, y_model, sample_weight, offset, train_pos, val_pos, groups
         )
+        if self.max_epochs == 0:  # the location effect without a network
+            return "max_epochs=0"
         rows = self._row_data(
             design, y_model, sample_weight, offset, glm, train_pos, eta_shift
         )

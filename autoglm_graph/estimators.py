@@ -91,8 +91,9 @@ _COMMON_PARAMS_DOC = """
         rows) by more than one standard error; the network trains on top.
         The graph's 16 neighbours cannot find such an effect when it needs
         the exposure of hundreds of rows to show (claim frequency over
-        Belgium: ``benchmarks/results/insurance.md``).
-        Single-output families; not with ``groups``.
+        Belgium: ``benchmarks/results/insurance.md``). With ``max_epochs=0``
+        the model is the GLM and its location effect, without a network (a
+        fit of seconds). Single-output families; not with ``groups``.
     location_neighbors : int or "auto", default="auto"
         Training rows per neighbourhood of the location effect; ``"auto"``
         picks the best of 50 to 3,000 (at most a fifth of the training rows)

@@ -12,6 +12,8 @@ same folds. Models:
 - ``graphglm_location``: the same with ``location_columns`` set to the
   portfolio's coordinates (Belgian: ``long``, ``lat``; the others have none
   and fit ``graphglm``'s model);
+- ``glm_location``: the GLM and its location effect alone (``max_epochs=0``:
+  no network), balanced;
 - ``graphglm_search``: GraphGLMSearchCV over the default space, ``--trials``
   trials scored on the estimator's validation split (``cv=None``);
 - ``lightgbm``: LightGBM with early stopping (50 rounds) on a seeded 10 %
@@ -228,6 +230,14 @@ class GraphGLMLocation(GraphGLM):
         return super().fit(data)
 
 
+class GLMLocation(GraphGLMLocation):
+    """The GLM and its location effect, no network (``max_epochs=0``)."""
+
+    def __init__(self, family: str, seed: int, threads: int, trials: int, quick):
+        super().__init__(family, seed, threads, trials, quick)
+        self.estimator.set_params(max_epochs=0)
+
+
 class GraphGLMUnbalanced(GraphGLM):
     """GraphGLM with ``balance=False`` (the fit as trained; run on request)."""
 
@@ -354,6 +364,7 @@ FACTORIES = {
     "glum": Glum,
     "graphglm": GraphGLM,
     "graphglm_location": GraphGLMLocation,
+    "glm_location": GLMLocation,
     "graphglm_search": GraphGLMSearch,
     "graphglm_unbalanced": GraphGLMUnbalanced,
     "lightgbm": LightGBM,
@@ -441,6 +452,13 @@ def main(argv: list[str] | None = None) -> int:
         "--models", nargs="+", default=list(MODELS), choices=list(FACTORIES)
     )
     parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument(
+        "--only-folds",
+        type=int,
+        nargs="+",
+        default=None,
+        help="run these folds only (to split a long run over processes)",
+    )
     parser.add_argument("--subsample", type=int, default=None, help="policies")
     parser.add_argument("--trials", type=int, default=20, help="search budget")
     parser.add_argument("--seed", type=int, default=0)
@@ -473,6 +491,8 @@ def main(argv: list[str] | None = None) -> int:
             data = load_task(folder, portfolio, task, args.subsample, args.seed)
             folds = KFold(args.folds, shuffle=True, random_state=args.seed)
             for fold, (train, test) in enumerate(folds.split(data.X)):
+                if args.only_folds is not None and fold not in args.only_folds:
+                    continue
                 for model in args.models:
                     record = run_fold(model, data, train, test, args, fold)
                     record.update(portfolio=portfolio, task=task, rows=len(data.y))

@@ -6,13 +6,15 @@ the Belgian policies and draws two maps over the municipality centres
 the model's linear predictor less the national GLM's (the log relativity of
 the base frequency) and the per-row bonus-malus slope less the GLM's.
 
-With the defaults the fitted model is the GLM on this data (early stopping
-keeps no network that beats it; see ``insurance.md``) and the maps are flat.
-``--no-early-stopping`` keeps the network trained for ``--epochs`` epochs to
-show what it learns; the script prints its test deviance beside the GLM's, so
-the picture is read with that figure.
+``--location`` fits ``location_columns=["long", "lat"]`` (the location effect,
+:mod:`autoglm_graph.location`), which the defaults lack: without it the fitted
+model is mostly the GLM on this data (early stopping keeps no network that
+beats it; see ``insurance.md``) and the maps are flat. ``--no-early-stopping``
+keeps the network trained for ``--epochs`` epochs to show what it learns. The
+script prints the test deviance beside the GLM's, so the picture is read with
+that figure.
 
-    python benchmarks/insurance_map.py --no-early-stopping \
+    python benchmarks/insurance_map.py --location \
         --out benchmarks/results/insurance_map.png
 """
 
@@ -36,6 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--subsample", type=int, default=40000)
     parser.add_argument("--epochs", type=int, default=40)
     parser.add_argument("--no-early-stopping", action="store_true")
+    parser.add_argument(
+        "--location", action="store_true", help="location_columns=['long', 'lat']"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("insurance_map.png"))
     args = parser.parse_args(argv)
@@ -59,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     params = {"max_epochs": args.epochs}
     if args.no_early_stopping:
         params["early_stopping"] = False
+    if args.location:
+        params["location_columns"] = ["long", "lat"]
     model = GraphGLMRegressor(
         family="poisson", random_state=args.seed, n_jobs=1, **params
     )
@@ -73,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{len(train.y)} training / {len(test.y)} test policies; test Poisson "
         f"deviance: model {deviances['model']:.5f}, GLM {deviances['GLM']:.5f} "
         f"({100 * (deviances['model'] / deviances['GLM'] - 1):+.2f}%); "
-        f"global only: {model.is_global_only_}"
+        f"global only: {model.is_global_only_}; location effect: "
+        f"{model.location_effect_ is not None}; network: {model.network_ is not None}"
     )
     print(summary)
     fig, axes = plt.subplots(1, 2, figsize=(13, 5.5), layout="constrained")

@@ -185,3 +185,14 @@ def test_location_neighbors_must_be_a_positive_integer_or_auto():
         )
         with pytest.raises((ValueError, TypeError), match="location_neighbors"):
             model.fit(X, y)
+
+
+def test_max_epochs_zero_fits_the_location_effect_alone():
+    X, y, offset = spatial_poisson(6000, amplitude=0.8)
+    model = GraphGLMRegressor(
+        family="poisson", location_columns=["long", "lat"], max_epochs=0
+    ).fit(X, y, offset=offset)
+    assert model.network_ is None and model.location_effect_ is not None
+    assert not model.is_global_only_ and model.global_only_reason_ == "max_epochs=0"
+    plain = GraphGLMRegressor(family="poisson", max_epochs=0).fit(X, y, offset=offset)
+    assert plain.is_global_only_ and plain.location_report_ is None
