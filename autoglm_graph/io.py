@@ -508,6 +508,7 @@ def _build(config: dict, tensors: dict[str, torch.Tensor], preprocessor):
             model, fitted["network"], tensors, device, n_outputs, len(train_index)
         )
     model.location_effect_ = _location_effect(fitted, tensors, model)
+    model.location_report_ = None
     if "location_report_" in fitted:
         report = fitted["location_report_"]
         if not isinstance(report, dict) or not all(
