@@ -98,6 +98,22 @@ def test_insurance_quick_run_on_one_portfolio(insurance, tmp_path):
     assert "| australian | severity | graphglm |" in out.with_suffix(".md").read_text()
 
 
+def test_insurance_location_models_run_on_the_belgian_portfolio(insurance, tmp_path):
+    if not insurance.DEFAULT_DATA.is_dir():
+        pytest.skip(f"no insurance data at {insurance.DEFAULT_DATA}")
+    out = tmp_path / "belgian"
+    argv = ["--quick", "--subsample", "3000", "--portfolios", "belgian"]
+    argv += ["--tasks", "frequency", "--models", "glum", "glm_location"]
+    assert insurance.main([*argv, "--out", str(out)]) == 0
+    records = json.loads(out.with_suffix(".json").read_text())["records"]
+    assert len(records) == 2 * 2  # 2 folds x 2 models
+    for record in records:
+        assert math.isfinite(record["deviance"]), record
+        if record["model"] == "glm_location":
+            assert abs(record["balance_train"] - 1) < 1e-8, record
+            assert "network" not in record["note"], record  # max_epochs=0
+
+
 def test_memory_benchmark_charges_phases_to_methods_that_exist(monkeypatch):
     # memory.py wraps these by name: a rename must fail here, not in the smoke run.
     monkeypatch.syspath_prepend(str(BENCHMARKS))
