@@ -7,7 +7,12 @@ import pytest
 import torch
 
 from autoglm_graph._topk import _n_folds
-from autoglm_graph.graph import CosineNeighbors, NeighborGraph, cosine_topk
+from autoglm_graph.graph import (
+    CosineNeighbors,
+    NeighborGraph,
+    cosine_topk,
+    refresh_graphs,
+)
 
 
 def _clustered(n: int, d: int = 8, seed: int = 0) -> np.ndarray:
@@ -427,3 +432,32 @@ def test_neighbours_of_a_row_do_not_depend_on_the_other_rows():
     for i in (0, 57, 199):
         alone = cosine_topk(queries[i : i + 1], base, n_neighbors=6)
         np.testing.assert_array_equal(alone.indices[0].numpy(), full.indices[i].numpy())
+
+
+@pytest.mark.parametrize(
+    "n_distinct, n_rows, k, threshold",
+    [(50, 2000, 16, None), (300, 3000, 16, 0.2), (5, 400, 16, None), (40, 90, 8, 0.5)],
+)
+def test_a_refresh_over_few_distinct_rows_is_the_exact_search(
+    n_distinct, n_rows, k, threshold
+):
+    # Rows repeat a few vectors (as a table with few distinct rows does): the
+    # refresh searches the distinct vectors and expands them, and must give
+    # the exact search's lists, ties (duplicates) to the lower row.
+    generator = torch.Generator().manual_seed(n_distinct)
+    vectors = torch.randn(n_distinct, 12, generator=generator)
+    base = vectors[torch.randint(0, n_distinct, (n_rows,), generator=generator)]
+    queries = torch.cat(
+        [
+            vectors[torch.randint(0, n_distinct, (60,), generator=generator)],
+            torch.randn(30, 12, generator=generator),  # vectors not in base
+        ]
+    )
+    own, other = refresh_graphs(base, queries, n_neighbors=k, threshold=threshold)
+    for got, want in (
+        (own, cosine_topk(base, n_neighbors=k, threshold=threshold)),
+        (other, cosine_topk(queries, base, n_neighbors=k, threshold=threshold)),
+    ):
+        torch.testing.assert_close(got.indices, want.indices)
+        torch.testing.assert_close(got.similarities, want.similarities)
+        torch.testing.assert_close(got.mask, want.mask)
