@@ -47,6 +47,7 @@ from scipy.optimize import minimize_scalar
 from sklearn.neighbors import NearestNeighbors
 
 from .families import Family
+from .training import paired_gain
 
 __all__ = ["AUTO_NEIGHBORS", "LocationEffect", "fit_location_effect", "row_terms"]
 
@@ -70,14 +71,13 @@ def row_terms(
     ``w (y - mu) mu'(eta) / V(mu)`` and ``w mu'(eta)**2 / V(mu)`` at the
     global GLM's linear predictor ``eta`` (offset included).
     """
-    eta_t = torch.as_tensor(np.asarray(eta, dtype=np.float64)).requires_grad_(True)
+    eta_t = _float64(eta).requires_grad_(True)
     mu_t = family.inverse_link(eta_t)
     (slope,) = torch.autograd.grad(mu_t.sum(), eta_t)
     mu = mu_t.detach()
     variance = family.unit_variance(mu).clamp_min(1e-12)
-    w = torch.as_tensor(np.asarray(weight, dtype=np.float64))
-    y_t = torch.as_tensor(np.asarray(y, dtype=np.float64))
-    score = w * (y_t - mu) * slope / variance
+    w = _float64(weight)
+    score = w * (_float64(y) - mu) * slope / variance
     info = w * slope**2 / variance
     return score.numpy(), info.numpy()
 
@@ -159,14 +159,16 @@ def neighbourhood_sums(
     return score[inverse], info[inverse]
 
 
+def _float64(a) -> torch.Tensor:
+    return torch.as_tensor(np.asarray(a, dtype=np.float64))
+
+
 def _deviance(family: Family, y, eta, weight) -> float:
-    as_t = lambda a: torch.as_tensor(np.asarray(a, dtype=np.float64))  # noqa: E731
-    return float(family.deviance(as_t(y), as_t(eta), as_t(weight)))
+    return float(family.deviance(_float64(y), _float64(eta), _float64(weight)))
 
 
 def _unit_deviance(family: Family, y, eta) -> torch.Tensor:
-    as_t = lambda a: torch.as_tensor(np.asarray(a, dtype=np.float64))  # noqa: E731
-    return family.unit_deviance(as_t(y), as_t(eta))
+    return family.unit_deviance(_float64(y), _float64(eta))
 
 
 def _best_coefficient(family: Family, y, eta, weight, b) -> tuple[float, float]:
@@ -215,8 +217,6 @@ def fit_location_effect(
         ``n_neighbors``, ``coefficient``, ``gain`` and ``gain_se`` (on the
         training rows' leave-one-out deviance and the validation rows').
     """
-    from .training import paired_gain  # training imports this module's users
-
     locations, y, eta, weight = train
     n_train = locations.shape[0]
     if n_neighbors == "auto":
@@ -279,7 +279,7 @@ def fit_location_effect(
     gain, gain_se = paired_gain(
         torch.cat(baseline),
         torch.cat(candidate),
-        torch.as_tensor(np.concatenate(weights), dtype=torch.float64),
+        _float64(np.concatenate(weights)),
     )
     report = {
         "n_neighbors": size,
