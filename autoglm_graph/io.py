@@ -293,8 +293,6 @@ def _params_to_json(model) -> dict:
             stacklevel=4,
         )
         params["random_state"] = None
-    if params.get("location_columns") is not None:
-        params["location_columns"] = [_plain(c) for c in params["location_columns"]]
     if isinstance(params.get("family"), Family):
         family = params["family"]
         params["family"] = {"name": family.name, "params": family._params()}
@@ -517,11 +515,7 @@ def _build(config: dict, tensors: dict[str, torch.Tensor], preprocessor):
         ):
             raise ModelFileError("location_report_ must be an object of numbers.")
         model.location_report_ = report
-    if (
-        network is None
-        and not model.is_global_only_
-        and (model.location_effect_ is None)
-    ):
+    if network is None and model.location_effect_ is None and not model.is_global_only_:
         raise ModelFileError(
             "A model that is not global-only needs its network or location effect."
         )
