@@ -818,9 +818,10 @@ def _distinct_lower_bound(rows: torch.Tensor) -> int:
     fixed random direction (equal rows project equally; distinct ones may
     collide, which only lowers the count).
 
-    Sorting whole rows (``torch.unique(dim=0)``) cost 78 ms a refresh at 15k x
-    64 (4 % of a fit on ``hi``); the projection's sort costs about 1 ms, and
-    tables with mostly distinct rows stop there.
+    Sorting whole rows (``torch.unique(dim=0)``) costs 29-37 ms at 15k x 64
+    (one thread), the projection and its sort 2 ms, and tables with mostly
+    distinct rows stop there: about 0.2 s of a 14 s fit on ``hi`` (7
+    refreshes), within the noise of whole fits in an in-process A/B.
     """
     generator = torch.Generator().manual_seed(0)
     direction = torch.rand(rows.shape[1], generator=generator, dtype=rows.dtype)
