@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+from pathlib import Path
 
 
 def to_markdown(rows: list[dict]) -> str:
@@ -22,3 +23,18 @@ def cpu_name() -> str:
             )
     except (OSError, StopIteration):
         return platform.processor() or platform.machine()
+
+
+def write_record(
+    title: str, command: str, machine: str, body: list[str], out: Path | None
+) -> str:
+    """A result of record: its title, the command that made it, the machine
+    and the body (tables, summary lines); printed, and written to
+    ``<out>.md`` when ``out`` is given."""
+    text = "\n".join(
+        [f"# {title}", "", f"Command: `{command}`", "", machine, "", *body, ""]
+    )
+    print(text)
+    if out is not None:
+        Path(out).with_suffix(".md").write_text(text)
+    return text

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _common import cpu_name, to_markdown
+from _common import cpu_name, to_markdown, write_record
 from step_ab import make_suite_fit
 
 import autoglm_graph
@@ -120,24 +120,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
             rows.append(row)
             print(json.dumps(row), flush=True)
     command = "python " + shlex.join(["benchmarks/defaults.py", *sys.argv[1:]])
-    text = "\n".join(
-        [
-            f"# Default fits at several values of `{args.param}`",
-            "",
-            f"Command: `{command}`",
-            "",
-            f"Machine: {cpu_name()}, one torch thread; run.py's split and model "
-            "seed per row.",
-            "",
-            to_markdown(rows),
-            "",
-            *summarise(rows, values),
-            "",
-        ]
+    write_record(
+        f"Default fits at several values of `{args.param}`",
+        command,
+        f"Machine: {cpu_name()}, one torch thread; run.py's split and model "
+        "seed per row.",
+        [to_markdown(rows), "", *summarise(rows, values)],
+        args.out,
     )
-    print(text)
-    if args.out is not None:
-        args.out.with_suffix(".md").write_text(text)
     return rows
 
 

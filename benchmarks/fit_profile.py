@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 import torch
-from _common import cpu_name, to_markdown
+from _common import cpu_name, to_markdown, write_record
 from step_ab import make_suite_fit
 
 import autoglm_graph
@@ -116,21 +116,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
         rows.append(profile(name))
         print(rows[-1], flush=True)
     command = "python " + shlex.join(["benchmarks/fit_profile.py", *sys.argv[1:]])
-    text = "\n".join(
-        [
-            "# Where a default fit's time goes",
-            "",
-            f"Command: `{command}`",
-            "",
-            f"Machine: {cpu_name()}, one torch thread; run.py's split, seed 0.",
-            "",
-            to_markdown(rows),
-            "",
-        ]
+    write_record(
+        "Where a default fit's time goes",
+        command,
+        f"Machine: {cpu_name()}, one torch thread; run.py's split, seed 0.",
+        [to_markdown(rows)],
+        args.out,
     )
-    print(text)
-    if args.out is not None:
-        args.out.with_suffix(".md").write_text(text)
     return rows
 
 

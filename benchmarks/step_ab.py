@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _common import cpu_name, to_markdown
+from _common import cpu_name, to_markdown, write_record
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -232,33 +232,25 @@ def main(argv: list[str] | None = None) -> list[dict]:
         capture_output=True,
         text=True,
     ).stdout.strip()
-    text = "\n".join(
-        [
-            f"# {'Fits' if args.fit else 'Training step'}: working tree against a "
-            "git revision (in-process A/B)",
-            "",
-            f"Command: `{command.strip()}`",
-            "",
-            f"Machine: {cpu_name()}, {args.threads} torch thread(s), "
-            f"torch {torch.__version__}; baseline `{args.baseline}` = {resolved}, "
-            + (
-                f"the suite's default fits (run.py, seed 0), median of "
-                f"{args.repeats} alternating fits"
-                if args.fit and args.datasets
-                else "default fits, scale.py's synthetic data (d = 32), "
-                f"median of {args.repeats} alternating fits"
-                if args.fit
-                else f"{args.features} features, k = 16, 2 layers x 4 heads x 16 "
-                f"channels, median of {args.repeats} alternating steps"
-            ),
-            "",
-            to_markdown(rows),
-            "",
-        ]
+    write_record(
+        f"{'Fits' if args.fit else 'Training step'}: working tree against a "
+        "git revision (in-process A/B)",
+        command.strip(),
+        f"Machine: {cpu_name()}, {args.threads} torch thread(s), "
+        f"torch {torch.__version__}; baseline `{args.baseline}` = {resolved}, "
+        + (
+            f"the suite's default fits (run.py, seed 0), median of "
+            f"{args.repeats} alternating fits"
+            if args.fit and args.datasets
+            else "default fits, scale.py's synthetic data (d = 32), "
+            f"median of {args.repeats} alternating fits"
+            if args.fit
+            else f"{args.features} features, k = 16, 2 layers x 4 heads x 16 "
+            f"channels, median of {args.repeats} alternating steps"
+        ),
+        [to_markdown(rows)],
+        args.out,
     )
-    print(text)
-    if args.out is not None:
-        args.out.with_suffix(".md").write_text(text)
     return rows
 
 
