@@ -461,3 +461,18 @@ def test_a_refresh_over_few_distinct_rows_is_the_exact_search(
         torch.testing.assert_close(got.indices, want.indices)
         torch.testing.assert_close(got.similarities, want.similarities)
         torch.testing.assert_close(got.mask, want.mask)
+
+
+def test_the_distinct_lower_bound_counts_repeated_rows_once():
+    from autoglm_graph.graph import _distinct_lower_bound
+
+    rows = torch.nn.functional.normalize(
+        torch.randn(40, 8, generator=torch.Generator().manual_seed(0)), dim=1
+    )
+    repeated = rows[torch.arange(200) % 40]
+    assert _distinct_lower_bound(repeated) == 40
+    # Exactly equal rows (here two rows, three times each) count once.
+    tied = torch.zeros(6, 3)
+    tied[:, 0] = 1.0
+    tied[3:, 1] = 1.0
+    assert _distinct_lower_bound(tied) == 2
