@@ -341,6 +341,13 @@ def to_markdown(report: dict) -> str:
     costs = fit_costs(report["summary"])
     if costs["datasets"]:
         parts += ["## Fit cost", "", cost_table(costs), ""]
+        if not report["options"].get("no_warm_up", True):
+            parts += [
+                "Before the timed runs every model was fitted once, untimed, on "
+                "the first dataset: the process's one-time costs (imports, "
+                "library set-up) are not in these seconds.",
+                "",
+            ]
     parts += ["## Models", ""]
     parts += [f"- `{m}`: {d}" for m, d in report["model_descriptions"].items()]
     parts += ["", METHOD_NOTES, ""]
