@@ -188,6 +188,22 @@ class Glum:
         return ""
 
 
+class GlumCV(Glum):
+    """glum's GLM with its L2 penalty chosen by 5-fold cross-validation on the
+    training rows (``GeneralizedLinearRegressorCV``, 13 penalties from 1e-4,
+    the others' penalty, to 1e2, where the GLM is nearly its intercept)."""
+
+    def __init__(self, family: str, seed: int, threads: int, trials: int, quick):
+        import glum
+
+        self.estimator = glum.GeneralizedLinearRegressorCV(
+            family=family, l1_ratio=0.0, alphas=np.logspace(-4, 2, 13), cv=5
+        )
+
+    def note(self) -> str:
+        return f"alpha {self.estimator.alpha_:.2g}"
+
+
 class GraphGLM:
     def __init__(self, family: str, seed: int, threads: int, trials: int, quick):
         params = {"max_epochs": 30} if quick else {}
@@ -362,6 +378,7 @@ class LightGBMOptuna(LightGBM):
 
 FACTORIES = {
     "glum": Glum,
+    "glum_cv": GlumCV,
     "graphglm": GraphGLM,
     "graphglm_location": GraphGLMLocation,
     "glm_location": GLMLocation,
