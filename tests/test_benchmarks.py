@@ -86,7 +86,7 @@ def test_insurance_quick_run_on_one_portfolio(insurance, tmp_path):
     if not insurance.DEFAULT_DATA.is_dir():
         pytest.skip(f"no insurance data at {insurance.DEFAULT_DATA}")
     out = tmp_path / "insurance"
-    models = ["glum", "graphglm", "lightgbm"]
+    models = ["glum", "glum_cv", "graphglm", "lightgbm"]
     argv = ["--quick", "--subsample", "1000", "--portfolios", "australian"]
     assert insurance.main([*argv, "--models", *models, "--out", str(out)]) == 0
     records = json.loads(out.with_suffix(".json").read_text())["records"]
@@ -96,6 +96,8 @@ def test_insurance_quick_run_on_one_portfolio(insurance, tmp_path):
         assert -1 <= record["gini"] <= 1
         if record["model"] == "graphglm":  # balanced on its training rows
             assert abs(record["balance_train"] - 1) < 1e-8, record
+        if record["model"] == "glum_cv":  # the penalty its CV chose
+            assert record["note"].startswith("alpha "), record
     assert "| australian | severity | graphglm |" in out.with_suffix(".md").read_text()
 
 
