@@ -218,8 +218,8 @@ def run_model(model: str, task: bench_models.Task, ds, family) -> dict:
 def warm_up(name: str, models: list[str], args) -> None:
     """Fit every model once on ``name``, untimed and unrecorded.
 
-    A process pays its libraries' one-time costs (imports such as faiss's,
-    torch_geometric's layer set-up, LightGBM's) in its first fits: without
+    A process pays its libraries' one-time costs (first calls into faiss and
+    torch, torch_geometric's layer set-up, LightGBM's) in its first fits: without
     this pass they land in the timings of whichever dataset comes first
     (about 0.8 s of a 1.6 s GraphGLM fit on ``rwm5yr``), not in a fit's own
     cost. They are per process, and the README states them separately.
