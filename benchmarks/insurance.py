@@ -8,6 +8,8 @@ same folds. Models:
 
 - ``glum``: glum's GLM of the family on the same columns (our preprocessing's
   design: one-hot categories, standardised numbers), the offset, L2 1e-4;
+- ``glum_cv``: glum's GLM with its L2 penalty chosen by 5-fold CV in each
+  training fold (``GeneralizedLinearRegressorCV``);
 - ``graphglm``: GraphGLMRegressor with its defaults;
 - ``graphglm_location``: the same with ``location_columns`` set to the
   portfolio's coordinates (Belgian: ``long``, ``lat``; the others have none
@@ -197,7 +199,10 @@ class GlumCV(Glum):
         import glum
 
         self.estimator = glum.GeneralizedLinearRegressorCV(
-            family=family, l1_ratio=0.0, alphas=np.logspace(-4, 2, 13), cv=5
+            family=family,
+            l1_ratio=0.0,
+            alphas=np.logspace(np.log10(ALPHA), 2, 13),
+            cv=5,
         )
 
     def note(self) -> str:

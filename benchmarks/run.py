@@ -215,6 +215,18 @@ def run_model(model: str, task: bench_models.Task, ds, family) -> dict:
     }
 
 
+def _dataset_task(name: str, seed: int, args) -> tuple:
+    """``(dataset, family, task)``: the seeded split of ``name`` and what its
+    models are fitted and scored with."""
+    ds = load_dataset(name, random_state=seed, max_rows=args.max_rows)
+    params = family_parameters(name)
+    family = get_family(ds.family, **params)
+    task = bench_models.Task(
+        ds.family, seed=seed, quick=args.quick, threads=args.threads, **params
+    )
+    return ds, family, task
+
+
 def warm_up(name: str, models: list[str], args) -> None:
     """Fit every model once on ``name``, untimed and unrecorded.
 
@@ -224,12 +236,7 @@ def warm_up(name: str, models: list[str], args) -> None:
     (about 0.8 s of a 1.6 s GraphGLM fit on ``rwm5yr``), not in a fit's own
     cost. They are per process, and the README states them separately.
     """
-    ds = load_dataset(name, random_state=0, max_rows=args.max_rows)
-    params = family_parameters(name)
-    family = get_family(ds.family, **params)
-    task = bench_models.Task(
-        ds.family, seed=0, quick=args.quick, threads=args.threads, **params
-    )
+    ds, family, task = _dataset_task(name, 0, args)
     start = time.perf_counter()
     for model in models:
         run_model(model, task, ds, family)
@@ -238,12 +245,7 @@ def warm_up(name: str, models: list[str], args) -> None:
 
 def run_dataset(name: str, models: list[str], seed: int, args) -> list[dict]:
     """Every model on one seeded split of one dataset, one record each."""
-    ds = load_dataset(name, random_state=seed, max_rows=args.max_rows)
-    params = family_parameters(name)
-    family = get_family(ds.family, **params)
-    task = bench_models.Task(
-        ds.family, seed=seed, quick=args.quick, threads=args.threads, **params
-    )
+    ds, family, task = _dataset_task(name, seed, args)
     records = []
     for model in models:
         record = run_model(model, task, ds, family)
