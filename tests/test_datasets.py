@@ -176,6 +176,23 @@ def test_group_separation_sets_closest_centres():
     assert abs(dist[np.triu_indices(4, k=1)].min() - 4.0) < 0.1
 
 
+def test_n_group_features_keeps_other_columns_out_of_the_groups():
+    X, _, _, groups = make_varying_coefficients(
+        60000, 4, 3, random_state=0, n_group_features=2, return_groups=True
+    )
+    means = np.stack([X[groups == g].mean(axis=0) for g in range(3)])
+    assert np.abs(means[:, 2:]).max() < 0.05  # N(0, 1) whatever the group
+    dist = np.linalg.norm(means[:, None, :2] - means[None, :, :2], axis=-1)
+    assert abs(dist[np.triu_indices(3, k=1)].min() - 3.0) < 0.1
+    # None is every column: the same draws as before the parameter existed.
+    for a, b in zip(
+        make_varying_coefficients(200, 4, random_state=3),
+        make_varying_coefficients(200, 4, random_state=3, n_group_features=4),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(a, b)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
@@ -188,6 +205,8 @@ def test_group_separation_sets_closest_centres():
         ({"family": "tweedie", "power": 2.0}, "strictly between 1 and 2"),
         ({"group_separation": -1}, "'group_separation' parameter"),
         ({"family": "multinomial", "n_classes": 1}, "'n_classes' parameter"),
+        ({"n_group_features": 0}, "'n_group_features' parameter"),
+        ({"n_features": 3, "n_group_features": 4}, "'n_group_features' parameter"),
     ],
 )
 def test_make_varying_coefficients_bad_parameters(kwargs, match):

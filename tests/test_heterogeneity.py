@@ -24,9 +24,13 @@ COLUMNS = [
 
 
 def _data(n: int, seed: int):
-    """Poisson data of 3 latent groups: intercept, x0, x1 vary; x2, x3 do not."""
+    """Poisson data of 3 latent groups: intercept, x0, x1 vary; x2, x3 do not.
+
+    The groups' centres differ in x0 and x1 only, so log E[y | x] is linear in
+    x2 and x3 with one slope each (``benchmarks/heterogeneity.py`` says why).
+    """
     X, _, coef = make_varying_coefficients(
-        n, 4, n_groups=3, family="poisson", random_state=seed
+        n, 4, n_groups=3, family="poisson", random_state=seed, n_group_features=2
     )
     coef = coef.copy()
     mean = coef[:, 1:3].mean(axis=0)
@@ -48,19 +52,53 @@ def test_global_glm_has_no_evidence():
 
 
 def test_finds_the_varying_terms_on_one_seed():
-    # 3,000 rows: at 2,000 this seed's x0 sat at the edge (p 0.037, then 0.071
-    # after a change of the network's random stream alone); here the varying
-    # terms have p <= 0.001 and the constant ones p >= 0.37. Power and size
-    # over seeds are the slow test's.
-    X, y = _data(6000, 0)
+    # Here the varying terms have p < 1e-4 and the constant ones p >= 0.90.
+    # Power and size over seeds are the slow test's.
+    X, y = _data(4000, 0)
     model = GraphGLMRegressor(family="poisson", random_state=0, n_jobs=1)
-    model.fit(X[:3000], y[:3000])
+    model.fit(X[:2000], y[:2000])
     assert not model.is_global_only_
-    table = heterogeneity_test(model, X[3000:], y[3000:])
+    table = heterogeneity_test(model, X[2000:], y[2000:])
     assert table.loc[["intercept", "x0", "x1"], "varies"].all(), table
     assert not table.loc[["x2", "x3"], "varies"].any(), table
     gain = table["deviance_gain"]
     assert ((table["ci_lower"] <= gain) & (gain <= table["ci_upper"])).all()
+
+
+@pytest.mark.filterwarnings("ignore:Training stopped at max_epochs")
+def test_a_made_global_slope_is_the_null():
+    """A column the model does not vary: moving the rows along it and adding
+    one fitted slope gives the model back, so its gain is 0 to rounding."""
+    X, y = _data(1000, 1)
+    model = GraphGLMRegressor(
+        family="poisson", random_state=0, n_jobs=1, max_epochs=5
+    ).fit(X[:, :3], y)
+    # A constant column: every row is at its median already.
+    X_test = X[:, :3].copy()
+    X_test[:, 2] = np.median(X_test[:, 2])
+    table = heterogeneity_test(model, X_test, y)
+    assert abs(table.loc["x2", "deviance_gain"]) < 1e-10
+
+
+@pytest.mark.filterwarnings("ignore:Training stopped at max_epochs")
+def test_multinomial_and_offset_run():
+    X, y, _ = make_varying_coefficients(
+        900, 3, family="multinomial", random_state=0, n_group_features=2
+    )
+    from autoglm_graph import GraphGLMClassifier
+
+    model = GraphGLMClassifier(random_state=0, n_jobs=1, max_epochs=5)
+    model.fit(X[:600], y[:600])
+    table = heterogeneity_test(model, X[600:], y[600:])
+    assert list(table.index) == ["intercept", "x0", "x1", "x2"]
+    assert np.isfinite(table["deviance_gain"]).all()
+    # The offset reaches the model and every null model: zeros are no offset.
+    X, y = _data(1200, 2)
+    model = GraphGLMRegressor(family="poisson", random_state=0, n_jobs=1)
+    model.set_params(max_epochs=5).fit(X[:800], y[:800], offset=np.zeros(800))
+    none = heterogeneity_test(model, X[800:], y[800:])
+    zero = heterogeneity_test(model, X[800:], y[800:], offset=np.zeros(400))
+    np.testing.assert_allclose(none["p_value"], zero["p_value"], atol=1e-12)
 
 
 def test_bad_alpha():
@@ -72,15 +110,12 @@ def test_bad_alpha():
 
 @pytest.mark.slow
 def test_power_and_size_over_seeds():
-    """A guard on what the test achieves: here power 0.90 and size 0.33 over
-    these 20 seeds at alpha 0.05 (``benchmarks/results/heterogeneity.md``).
-    The records moved between 0.88 and 0.93 (power) and 0.28 and 0.35 (size)
-    with the network's random stream (new dropout masks, the attention
-    layout) and the learning rate, the models being otherwise the same maths:
-    60 and 40 cases give standard errors of about 0.04 and 0.07, hence the
-    margins. The size misses
-    #15's target of 0.10 (see the module's Limits); this fails if either gets
-    clearly worse, where an xfail passed whatever happened."""
+    """#15's targets, on the data of ``benchmarks/results/heterogeneity.md``
+    (the same 20 seeds): varying terms flagged in >= 90 % of the cases,
+    constant ones in <= 10 %, at alpha 0.05. Recorded: power 1.00, size 0.00.
+    (The first version of the test, which removed each term's per-row
+    deviation from the fitted coefficients, flagged constant terms in 30 %
+    of the cases on data of this geometry.)"""
     flagged_varying, flagged_constant = [], []
     for seed in range(20):
         X, y = _data(4000, seed)
@@ -91,5 +126,5 @@ def test_power_and_size_over_seeds():
         flagged_constant += list(table.loc[["x2", "x3"], "varies"])
     power, size = np.mean(flagged_varying), np.mean(flagged_constant)
     print(f"power {power:.3f}, size {size:.3f}")
-    assert power >= 0.85
-    assert size <= 0.4
+    assert power >= 0.9
+    assert size <= 0.1

@@ -36,6 +36,7 @@ def make_varying_coefficients(
     power: float = 1.5,
     n_classes: int = 3,
     return_groups: bool = False,
+    n_group_features: int | None = None,
 ):
     """Generate GLM data whose coefficients differ between latent groups of rows.
 
@@ -97,6 +98,13 @@ def make_varying_coefficients(
         Number of classes, at least 2 (multinomial only).
     return_groups : bool, default=False
         Also return the latent group of each row.
+    n_group_features : int, default=None
+        The group centres differ only in the first ``n_group_features``
+        columns (all columns when None); the others are ``N(0, 1)`` whatever
+        the group. A column outside them whose slope is the same in every
+        group is then linear in ``E[y | x]`` too (for log links, ``log E[y |
+        x]``): otherwise a row's group depends on it near the groups'
+        borders, and so does the slope of ``E[y | x]`` in it.
 
     Returns
     -------
@@ -135,9 +143,19 @@ or (n_samples, n_classes, n_features + 1)
         power,
         n_classes,
     )
+    if n_group_features is not None and (
+        not isinstance(n_group_features, Integral)
+        or isinstance(n_group_features, bool)
+        or not 1 <= n_group_features <= n_features
+    ):
+        raise ValueError(
+            "The 'n_group_features' parameter must be None or an int in "
+            f"[1, n_features={n_features}]; got {n_group_features!r}."
+        )
     rng = check_random_state(random_state)
-    groups = rng.permutation(np.arange(n_samples) % n_groups).astype(np.int64)
-    centres = _group_centres(rng, n_groups, n_features, group_separation)
+    groups, centres = _groups_and_centres(
+        rng, n_samples, n_groups, n_features, group_separation, n_group_features
+    )
     X = centres[groups] + rng.standard_normal((n_samples, n_features))
     shape = (n_groups, n_classes) if family == "multinomial" else (n_groups,)
     group_coef = _group_coefficients(rng, shape, centres)
@@ -185,6 +203,17 @@ def _validate(
             "The 'power' parameter must be strictly between 1 and 2 for "
             f"family='tweedie' (compound Poisson-gamma); got power={power!r}."
         )
+
+
+def _groups_and_centres(
+    rng, n_samples, n_groups, n_features, separation, n_group_features
+):
+    """The latent group of each row and the groups' centres."""
+    groups = rng.permutation(np.arange(n_samples) % n_groups).astype(np.int64)
+    n_varying = n_features if n_group_features is None else n_group_features
+    centres = np.zeros((n_groups, n_features))
+    centres[:, :n_varying] = _group_centres(rng, n_groups, n_varying, separation)
+    return groups, centres
 
 
 def _group_centres(rng, n_groups, n_features, separation):
