@@ -12,7 +12,8 @@ model is mostly the GLM on this data (early stopping keeps no network that
 beats it; see ``insurance.md``) and the maps are flat. ``--no-early-stopping``
 keeps the network trained for ``--epochs`` epochs to show what it learns. The
 script prints the test deviance beside the GLM's, so the picture is read with
-that figure.
+that figure, and :func:`autoglm_graph.heterogeneity_test` on the test policies
+(which effects vary), written next to the map as ``OUT.md``.
 
     python benchmarks/insurance_map.py --location \
         --out benchmarks/results/insurance_map.png
@@ -26,10 +27,11 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from _common import to_markdown
 from insurance import DEFAULT_DATA, load_task
 from sklearn.metrics import mean_poisson_deviance
 
-from autoglm_graph import GraphGLMRegressor
+from autoglm_graph import GraphGLMRegressor, heterogeneity_test
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,6 +86,20 @@ def main(argv: list[str] | None = None) -> int:
         f"{model.location_effect_ is not None}; network: {model.network_ is not None}"
     )
     print(summary)
+    table = heterogeneity_test(model, test.X, test.y, offset=test.offset)
+    text = to_markdown(
+        [
+            {"term": term, **{k: _cell(v) for k, v in row.items()}}
+            for term, row in table.iterrows()
+        ]
+    )
+    print(text)
+    command = "python benchmarks/insurance_map.py " + " ".join(argv or sys.argv[1:])
+    args.out.with_suffix(".md").write_text(
+        f"# Which effects vary on the Belgian test policies\n\n    {command}\n\n"
+        f"{summary}\n\n`heterogeneity_test(model, X_test, y_test, offset=...)`:\n\n"
+        f"{text}\n"
+    )
     fig, axes = plt.subplots(1, 2, figsize=(13, 5.5), layout="constrained")
     plot_coefficient_map(model, train.X, "linear_predictor", ax=axes[0])
     plot_coefficient_map(model, train.X, "bm", ax=axes[1])
@@ -93,6 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     fig.savefig(args.out, dpi=110)
     print(f"wrote {args.out}")
     return 0
+
+
+def _cell(value) -> str:
+    return str(value) if isinstance(value, (bool, np.bool_)) else f"{value:.4g}"
 
 
 if __name__ == "__main__":
