@@ -132,12 +132,12 @@ _COMMON_PARAMS_DOC = """
     validation_fraction : float, default=0.1
     n_iter_no_change : int, default=10
         Patience, counted from the global GLM's validation deviance; until an
-        epoch beats it by more than one standard error, the patience is at
-        most 5 epochs
-        (``training.SCREENING_EPOCHS``), so that a network with nothing to add
-        is given up early. 10 instead of 20 ends fits 10 epochs sooner; on the
-        suite's validation curves (smooth, from weight averaging) it kept the
-        same best epoch on all but one dataset.
+        epoch beats it by more than one standard error, a network whose
+        validation deviance is not falling is given up after 3 epochs without
+        improvement (``training.SCREENING_EPOCHS``), so that a network with
+        nothing to add is found out early. 10 instead of 20 ends fits 10
+        epochs sooner; on the suite's validation curves (smooth, from weight
+        averaging) it kept the same best epoch on all but one dataset.
     tol : float, default=1e-4
         Relative improvement of validation deviance that resets the patience.
     callbacks : list or None, default=None

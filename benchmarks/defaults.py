@@ -12,6 +12,12 @@ after the other in one process, so their seconds are comparable; rows are not.
     python benchmarks/defaults.py --param hidden_channels --values 64 32 \\
         --datasets hi star --seeds 0 1
 
+A dotted ``--param`` names a module constant of the package instead of an
+estimator parameter, set for the fit and restored after it:
+
+    python benchmarks/defaults.py --param training.SCREENING_EPOCHS --values 5 3 \
+        --datasets rwm5yr randhie wa_churn nass_cds doctor_contacts --seeds 0 1
+
 Which value is the better default is read from the deviances over seeds (one
 seed's fit moves by several per cent with its random stream).
 """
@@ -19,6 +25,7 @@ seed's fit moves by several per cent with its random stream).
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import shlex
 import sys
@@ -64,8 +71,19 @@ def parse_value(text: str):
 
 
 def fit_once(name: str, seed: int, param: str, value) -> dict:
-    """One default fit of ``run.py``'s GraphGLM with ``param=value``."""
-    fit = make_suite_fit(autoglm_graph, name, 1, seed, **{param: value})()
+    """One default fit of ``run.py``'s GraphGLM with ``param=value``
+    (``module.CONSTANT=value`` for a dotted ``param``)."""
+    if "." not in param:
+        fit = make_suite_fit(autoglm_graph, name, 1, seed, **{param: value})()
+    else:
+        module_name, constant = param.rsplit(".", 1)
+        module = importlib.import_module(f"autoglm_graph.{module_name}")
+        saved = getattr(module, constant)
+        setattr(module, constant, value)
+        try:
+            fit = make_suite_fit(autoglm_graph, name, 1, seed)()
+        finally:
+            setattr(module, constant, saved)
     return {**fit, "deviance": float(f"{fit['deviance']:.5g}")}
 
 

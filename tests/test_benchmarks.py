@@ -151,3 +151,23 @@ def test_fit_profile_phases_cover_the_fit_and_are_unwrapped_after(monkeypatch):
         assert seconds[phase] > 0, phase
     # Nested phases are subtracted from the outer one: no time counted twice.
     assert sum(seconds.values()) <= total
+
+
+def test_defaults_sets_a_module_constant_for_one_fit_only(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    defaults = importlib.import_module("defaults")
+    from autoglm_graph import training
+
+    saved = training.SCREENING_EPOCHS
+    seen = []
+    original = training.EarlyStopping.__init__
+
+    def spy(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        seen.append(self.screening)
+
+    monkeypatch.setattr(training.EarlyStopping, "__init__", spy)
+    fit = defaults.fit_once("wa_churn", 0, "training.SCREENING_EPOCHS", 1)
+    assert seen == [1]
+    assert training.SCREENING_EPOCHS == saved
+    assert fit["epochs"] >= 1 and math.isfinite(fit["deviance"])
