@@ -133,7 +133,7 @@ _COMMON_PARAMS_DOC = """
     n_iter_no_change : int, default=10
         Patience, counted from the global GLM's validation deviance; until an
         epoch beats it by more than one standard error, a network whose
-        validation deviance is not falling is given up after 3 epochs without
+        validation deviance is not falling is given up after 5 epochs without
         improvement (``training.SCREENING_EPOCHS``), so that a network with
         nothing to add is found out early. 10 instead of 20 ends fits 10
         epochs sooner; on the suite's validation curves (smooth, from weight
