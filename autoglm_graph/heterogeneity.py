@@ -22,9 +22,13 @@ row exactly when ``eta(x)`` is linear in ``x_j`` with one coefficient. So
 the model's prediction for the row moved to the column's median ``r_j``
 (its neighbours in the graph move with it), plus one slope ``s_j`` for every
 row, fitted on the rows passed (one parameter: it favours the null model a
-little, which keeps the test conservative). The intercept has no column to
-move; its row compares the model with its level deviation removed, centred
-the same way for every row (see :func:`_level_part`). Row by row::
+little, which keeps the test conservative). A level of a categorical column
+(a one-hot column of the design) is tested on the rows at that level: they
+move to another level (the most frequent other one), plus one fitted shift;
+a row is never moved to no level or to two (``_made_global``). The
+intercept has no column to move; its row compares the model with its level
+deviation removed, centred the same way for every row (see
+:func:`_level_part`). Row by row::
 
     g_ij = d(y_i, eta_null_ij) - d(y_i, eta_i)
 
@@ -42,7 +46,12 @@ global GLM); the first version of this test had size 0.30 on such data.
 Where the groups also differ in the constant columns, the slope of
 ``log E[y | x]`` in them does vary near the groups' borders (a row's group
 depends on them): the test flags them in 72 % of the cases, the true mean
-function itself in 78 % (the benchmark's ``oracle``).
+function itself in 78 % (the benchmark's ``oracle``). With a categorical
+column whose levels shift every row alike, and a binary one whose effect
+differs between the groups (``--data categorical``): power 0.90, but the
+constant levels are flagged in 20 % of the cases at alpha 0.05 (p between
+0.006 and 0.05; 3 % at alpha 0.01, none at 0.001): for a category's levels,
+read the p-values at 0.01.
 
 Limits. The gain is about the fitted model: a variation the network did not
 learn is not found (power grows with the rows and the effect). A non-linear
@@ -143,8 +152,15 @@ def heterogeneity_test(
     if not estimator.is_global_only_:  # else one slope per column: no variation
         level = _level_part(estimator, design, theta, w)
         gains[0] = _unit_deviance(family, y_model, eta - level) - deviance
+        block_of = {
+            j: block
+            for block in estimator.preprocessor_.categorical_blocks()
+            for j in block
+        }
         for j in range(design.shape[1]):
-            eta_null = _linearised(estimator, design, offset, j, y_model, w)
+            eta_null = _made_global(
+                estimator, design, offset, j, y_model, w, block_of.get(j)
+            )
             gains[j + 1] = _unit_deviance(family, y_model, eta_null) - deviance
     local = estimator._to_user_units(theta)[:, 0, :]
     global_user = estimator._global_theta_user()[0]
@@ -158,23 +174,48 @@ def heterogeneity_test(
     return table
 
 
-def _linearised(estimator, design, offset, j, y, weight) -> np.ndarray:
-    """``eta(x with x_j := r_j) + s_j * (x_j - r_j)``, ``s_j`` fitted on the rows.
+def _made_global(estimator, design, offset, j, y, weight, block=None) -> np.ndarray:
+    """The model with column ``j``'s effect made global: ``eta_null``.
 
-    ``r_j`` is the column's median (a value the column takes: a category's
-    0/1 stays one); ``s_j`` (one per output) minimises the weighted deviance,
-    started from the global GLM's slope.
+    A numeric column: ``eta(x with x_j := r_j) + s_j * (x_j - r_j)``, with
+    ``r_j`` the column's median. A category's level (``block``: the columns of
+    its categorical input column): the rows at that level are moved to a
+    reference level (the most frequent other level among the rows passed) and
+    get ``eta(x at the reference) + s_j``, the other rows keep ``eta(x)``: the
+    level's effect against the reference is then one shift for every row, and
+    no row is moved to a combination of levels that cannot occur. ``s_j`` (one
+    per output) minimises the weighted deviance, started from the global GLM's
+    coefficient.
     """
-    reference = np.median(design[:, j])
     moved = design.copy()
-    moved[:, j] = reference
+    if block is None:
+        reference = np.median(design[:, j])
+        moved[:, j] = reference
+        step = design[:, j] - reference
+        start = estimator.global_glm_.coef[:, j]
+    else:
+        at_level = design[:, j] > 0.5
+        counts = (design[:, block] > 0.5).sum(axis=0)
+        counts[block == j] = -1
+        if not at_level.any() or counts.max() <= 0:
+            return estimator._coefficients(design, offset)[0]
+        reference = block[np.argmax(counts)]
+        moved[np.ix_(at_level, block)] = 0.0
+        moved[at_level, reference] = 1.0
+        step = at_level.astype(np.float64)
+        coef = estimator.global_glm_.coef
+        start = coef[:, j] - coef[:, reference]
     eta_moved, _ = estimator._coefficients(moved, offset)
-    step = torch.as_tensor(design[:, j] - reference)[:, None]
+    return _with_fitted_slope(estimator.family_, eta_moved, step, start, y, weight)
+
+
+def _with_fitted_slope(family, eta_moved, step, start, y, weight) -> np.ndarray:
+    """``eta_moved + step * s`` with ``s`` minimising the weighted deviance."""
+    step = torch.as_tensor(step)[:, None]
     base = torch.as_tensor(eta_moved)
     y_t = torch.as_tensor(np.asarray(y, dtype=np.float64))
     share = torch.as_tensor(weight / weight.sum())
-    slope = torch.tensor(estimator.global_glm_.coef[:, j], requires_grad=True)
-    family = estimator.family_
+    slope = torch.tensor(start, dtype=torch.float64, requires_grad=True)
     squeeze = base.shape[1] == 1
 
     def objective():

@@ -263,6 +263,34 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
         kept = self.column_transformer_.named_steps["drop_constant"].get_support()
         return shift[kept], scale[kept]
 
+    def categorical_blocks(self) -> list[np.ndarray]:
+        """The output columns of each categorical input column's levels.
+
+        Returns
+        -------
+        blocks : list of ndarray of int
+            One array per categorical input column (in input order) with the
+            positions, among the output columns, of its one-hot levels (the
+            shared "infrequent" level included). A row has a 1 in at most one
+            of them (none for a category unseen in ``fit`` without an
+            infrequent level). A level column constant in ``fit`` is dropped
+            from the output, and so from its block.
+        """
+        check_is_fitted(self)
+        columns = self.column_transformer_.named_steps["columns"]
+        kept = self.column_transformer_.named_steps["drop_constant"].get_support()
+        position = np.cumsum(kept) - 1  # output position of each kept column
+        if "categorical" not in columns.named_transformers_:
+            return []
+        encoder = columns.named_transformers_["categorical"].named_steps["onehot"]
+        start = columns.output_indices_["categorical"].start
+        blocks = []
+        for width in _onehot_widths(encoder):
+            block = np.arange(start, start + width)
+            blocks.append(position[block[kept[block]]])
+            start += width
+        return blocks
+
     def transform(self, X: Any, *, dtype: Any = np.float32) -> np.ndarray:
         """Encode ``X`` with the fitted preprocessing.
 

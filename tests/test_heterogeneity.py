@@ -101,6 +101,48 @@ def test_multinomial_and_offset_run():
     np.testing.assert_allclose(none["p_value"], zero["p_value"], atol=1e-12)
 
 
+def test_a_level_is_tested_on_rows_that_can_occur(monkeypatch):
+    """A category's level: its rows move to another level, one level per row
+    (never a row with no level or two), and the other rows do not move."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(
+        {
+            "x": rng.normal(size=600),
+            "c": pd.Categorical(
+                rng.choice(["a", "b", "c"], size=600, p=[0.5, 0.3, 0.2])
+            ),
+        }
+    )
+    y = rng.poisson(np.exp(0.3 * X["x"] + (X["c"] == "b") * 0.5)).astype(float)
+    model = GraphGLMRegressor(
+        family="poisson", random_state=0, n_jobs=1, max_epochs=3, early_stopping=False
+    ).fit(X, y)
+    block = model.preprocessor_.categorical_blocks()[0]
+    design = model._design(X)
+    moved_designs = []
+    original = type(model)._coefficients
+
+    def spy(self, d, offset=None):
+        moved_designs.append(np.array(d))
+        return original(self, d, offset)
+
+    monkeypatch.setattr(type(model), "_coefficients", spy)
+    table = heterogeneity_test(model, X, y)
+    assert list(table.index) == ["intercept", "x", "c_a", "c_b", "c_c"]
+    levels = [d for d in moved_designs if not np.array_equal(d, design)][1:]
+    assert len(levels) == 3  # c_a, c_b, c_c (the first moved design is x's)
+    for j, moved in zip(block, levels, strict=True):
+        at_level = design[:, j] > 0.5
+        assert (moved[:, block].sum(axis=1) == 1).all()
+        assert not (moved[at_level, j] > 0.5).any()
+        np.testing.assert_array_equal(moved[~at_level], design[~at_level])
+    # "a" (the most frequent) moves to "b", the others to "a".
+    assert (levels[0][design[:, block[0]] > 0.5][:, block[1]] == 1).all()
+    assert (levels[1][design[:, block[1]] > 0.5][:, block[0]] == 1).all()
+
+
 def test_bad_alpha():
     X, y = _data(100, 0)
     model = GraphGLMRegressor(family="poisson", local_penalty=np.inf).fit(X, y)

@@ -608,3 +608,27 @@ def test_non_scalar_cells_are_named():
     X = _mixed_frame().assign(pair=[(i % 3, 1) for i in range(120)])
     with pytest.raises(ValueError, match=r"Column 'pair' holds tuple values"):
         TabularPreprocessor().fit(X)
+
+
+def test_categorical_blocks_name_each_columns_levels():
+    X = pd.DataFrame(
+        {
+            "a": [1.0, 2, 3, 4, 5, 6],
+            "c": ["x", "y", "z", "x", "y", "x"],
+            "b": [0.1, 0.2, 0.3, 0.1, 0.5, 0.2],
+            "d": ["p", "q", "p", "q", "p", "q"],
+            "e": ["k"] * 6,  # one level: a constant column, dropped
+        }
+    )
+    pre = TabularPreprocessor().fit(X)
+    names = pre.get_feature_names_out()
+    blocks = pre.categorical_blocks()
+    assert [list(names[b]) for b in blocks] == [
+        ["c_x", "c_y", "c_z"],
+        ["d_p", "d_q"],
+        [],
+    ]
+    out = pre.transform(X)
+    for block in blocks[:2]:
+        assert (out[:, block].sum(axis=1) == 1).all()  # one level per row
+    assert TabularPreprocessor().fit(X[["a", "b"]]).categorical_blocks() == []
