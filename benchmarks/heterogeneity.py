@@ -19,6 +19,10 @@ apply the test's linearisation to that true mean function (known here:
 a mixture over the groups' posteriors): where the oracle is flagged, the
 constant terms' slopes in the function that any model of x learns do vary.
 
+``--family`` draws y from another family with the same linear predictor
+(gaussian sd 1, gamma shape 1, Bernoulli); the oracle is only computed for
+Poisson.
+
 ``--data categorical``: two numeric columns with the same group structure
 (intercept, x0 and x1 vary), a categorical ``c`` of 3 levels with one effect
 for every row (constant: ``c_a``, ``c_b``, ``c_c``) and a binary ``v`` whose
@@ -29,7 +33,11 @@ test moves the rows at that level to another level (see
     python benchmarks/heterogeneity.py --seeds 20 --out benchmarks/results/heterogeneity
     python benchmarks/heterogeneity.py --seeds 20 --centres all \\
         --out benchmarks/results/heterogeneity_all_centres
-    python benchmarks/heterogeneity.py --seeds 20 --data categorical \
+    python benchmarks/heterogeneity.py --seeds 20 --family gaussian \\
+        --out benchmarks/results/heterogeneity_gaussian
+    python benchmarks/heterogeneity.py --seeds 20 --family binomial \\
+        --out benchmarks/results/heterogeneity_binomial
+    python benchmarks/heterogeneity.py --seeds 20 --data categorical \\
         --out benchmarks/results/heterogeneity_categorical
 """
 
@@ -47,7 +55,7 @@ from scipy import stats
 from scipy.special import logsumexp
 from sklearn.utils import check_random_state
 
-from autoglm_graph import GraphGLMRegressor
+from autoglm_graph import GraphGLMClassifier, GraphGLMRegressor
 from autoglm_graph.datasets import make_varying_coefficients
 from autoglm_graph.datasets._synthetic import _groups_and_centres
 from autoglm_graph.families import PoissonFamily
@@ -60,12 +68,26 @@ CATEGORICAL_CONSTANT = ("c_a", "c_b", "c_c")
 N_GROUPS, N_FEATURES = 3, 4
 
 
+def sample_y(family: str, eta: np.ndarray, seed: int) -> np.ndarray:
+    """y given the linear predictor: Poisson, gamma (shape 1) with a log link,
+    Bernoulli with a logit link, or gaussian (sd 1)."""
+    rng = np.random.default_rng(seed)
+    if family == "gaussian":
+        return eta + rng.standard_normal(len(eta))
+    if family == "binomial":
+        return (rng.random(len(eta)) < 1 / (1 + np.exp(-eta))).astype(np.int64)
+    if family == "gamma":
+        return rng.gamma(1.0, np.exp(eta))
+    return rng.poisson(np.exp(eta)).astype(float)
+
+
 def make_data(
     n_samples: int,
     seed: int,
     amplitude: float = 2.0,
     separation: float = 3.0,
     centres: str = "varying",
+    family: str = "poisson",
 ):
     """X, Poisson y, the true coefficients and the true ``log E[y | x]``.
 
@@ -88,7 +110,7 @@ def make_data(
     coef[:, 1:3] = mean + amplitude * (coef[:, 1:3] - mean)
     coef[:, 3:] = coef[:, 3:].mean(axis=0)
     eta = coef[:, 0] + np.sum(X * coef[:, 1:], axis=1)
-    y = np.random.default_rng(seed).poisson(np.exp(eta)).astype(float)
+    y = sample_y(family, eta, seed)
     # The generator's first draws, replayed: the groups' centres.
     _, group_centres = _groups_and_centres(
         check_random_state(seed),
@@ -171,18 +193,23 @@ def run_seed(
     separation=3.0,
     centres="varying",
     data="groups",
+    family="poisson",
 ):
-    """The fitted model, its test table and the oracle's p-values (or None)."""
+    """The fitted model, its test table and the oracle's p-values (or None:
+    the oracle is the Poisson mixture's)."""
     if data == "categorical":
         X, y = make_categorical_data(n_train + n_test, seed)
     else:
         X, y, _, log_mean = make_data(
-            n_train + n_test, seed, amplitude, separation, centres
+            n_train + n_test, seed, amplitude, separation, centres, family
         )
-    model = GraphGLMRegressor(family="poisson", random_state=seed, n_jobs=1)
+    if family == "binomial":
+        model = GraphGLMClassifier(random_state=seed, n_jobs=1)
+    else:
+        model = GraphGLMRegressor(family=family, random_state=seed, n_jobs=1)
     model.fit(X[:n_train], y[:n_train])
     table = heterogeneity_test(model, X[n_train:], y[n_train:], alpha=alpha)
-    if data == "categorical":
+    if data == "categorical" or family != "poisson":
         return model, table, None
     table.index = ["intercept", "x0", "x1", "x2", "x3"]
     oracle = oracle_p_values(log_mean, X[n_train:], y[n_train:])
@@ -204,6 +231,12 @@ def main(argv: list[str] | None = None) -> int:
         help="columns in which the group centres differ (see the docstring)",
     )
     parser.add_argument("--data", choices=("groups", "categorical"), default="groups")
+    parser.add_argument(
+        "--family",
+        choices=("poisson", "gaussian", "gamma", "binomial"),
+        default="poisson",
+        help="of the groups data (categorical data are Poisson)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="writes OUT.md")
     args = parser.parse_args(argv)
     varying, constant = VARYING, CONSTANT
@@ -222,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
             args.separation,
             args.centres,
             args.data,
+            args.family,
         )
         flagged["varying"] += [bool(table.loc[t, "varies"]) for t in varying]
         flagged["constant"] += [bool(table.loc[t, "varies"]) for t in constant]
@@ -269,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
                 if args.data == "categorical"
                 else f"slope spread x{args.amplitude}, group separation "
                 f"{args.separation}, group centres differ in {args.centres} "
-                "columns; "
+                f"columns, {args.family}; "
             )
             + f"varying: {', '.join(varying)}; constant: {', '.join(constant)}.",
             "",
