@@ -44,8 +44,7 @@ columns are independent of the groups, power 1.00 and size 0.00 (0.88 and
 0.00 with half the slopes' spread: the misses are fits that returned the
 global GLM); the first version of this test had size 0.30 on such data.
 The same data with gaussian or Bernoulli y: power 1.00 and 0.95, size 0.03
-and 0.00.
-Where the groups also differ in the constant columns, the slope of
+and 0.00. Where the groups also differ in the constant columns, the slope of
 ``log E[y | x]`` in them does vary near the groups' borders (a row's group
 depends on them): the test flags them in 72 % of the cases, the true mean
 function itself in 78 % (the benchmark's ``oracle``). With a categorical
