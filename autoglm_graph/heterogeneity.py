@@ -162,7 +162,8 @@ def heterogeneity_test(
             eta_null = _made_global(
                 estimator, design, offset, j, y_model, w, block_of.get(j)
             )
-            gains[j + 1] = _unit_deviance(family, y_model, eta_null) - deviance
+            if eta_null is not None:  # None: no row to move, gain 0
+                gains[j + 1] = _unit_deviance(family, y_model, eta_null) - deviance
     local = estimator._to_user_units(theta)[:, 0, :]
     global_user = estimator._global_theta_user()[0]
     table = _summarise(gains, w, alpha)
@@ -175,7 +176,9 @@ def heterogeneity_test(
     return table
 
 
-def _made_global(estimator, design, offset, j, y, weight, block=None) -> np.ndarray:
+def _made_global(
+    estimator, design, offset, j, y, weight, block=None
+) -> np.ndarray | None:
     """The model with column ``j``'s effect made global: ``eta_null``.
 
     A numeric column: ``eta(x with x_j := r_j) + s_j * (x_j - r_j)``, with
@@ -199,7 +202,7 @@ def _made_global(estimator, design, offset, j, y, weight, block=None) -> np.ndar
         counts = (design[:, block] > 0.5).sum(axis=0)
         counts[block == j] = -1
         if not at_level.any() or counts.max() <= 0:
-            return estimator._coefficients(design, offset)[0]
+            return None  # no row at the level, or no other level to move to
         reference = block[np.argmax(counts)]
         moved[np.ix_(at_level, block)] = 0.0
         moved[at_level, reference] = 1.0

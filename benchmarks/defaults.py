@@ -15,7 +15,7 @@ after the other in one process, so their seconds are comparable; rows are not.
 A dotted ``--param`` names a module constant of the package instead of an
 estimator parameter, set for the fit and restored after it:
 
-    python benchmarks/defaults.py --param training.SCREENING_EPOCHS --values 5 3 \
+    python benchmarks/defaults.py --param training.SCREENING_EPOCHS --values 5 3 \\
         --datasets rwm5yr randhie wa_churn nass_cds doctor_contacts --seeds 0 1
 
 Which value is the better default is read from the deviances over seeds (one
