@@ -211,7 +211,20 @@ def _product(adjacency, alpha: Tensor, x: Tensor) -> Tensor:
     crow, col = adjacency.structure(heads)
     shape = (n * heads, x.shape[0] * heads)
     matrix = _csr(crow, col, alpha.reshape(-1), shape)
-    return (matrix @ x.reshape(shape[1], -1)).view(n, heads, -1)
+    return _spmm(matrix, x.reshape(shape[1], -1)).view(n, heads, -1)
+
+
+def _spmm(matrix: Tensor, dense: Tensor) -> Tensor:
+    """``matrix @ dense``, written into a new tensor instead of a zeroed one.
+
+    ``matrix @ dense`` zero-fills its result and copies it once more around
+    the sparse kernel; ``addmm`` with ``beta=0`` into an uninitialised
+    output skips both (its input is never read, NaN or not) and gives the
+    same bits: 1.9 ms against 3.6 ms at 16.7k rows x 4 heads, k = 16, one
+    thread (median of 30 alternating calls).
+    """
+    out = dense.new_empty(matrix.shape[0], dense.shape[1])
+    return torch.addmm(out, matrix, dense, beta=0, out=out)
 
 
 def _product_grads(adjacency, alpha, x, grad_out, needs) -> list:
@@ -224,12 +237,16 @@ def _product_grads(adjacency, alpha, x, grad_out, needs) -> list:
     if needs[0]:
         crow, col = adjacency.structure(heads)
         pattern = _csr(crow, col, alpha.new_zeros(rows * k), (rows, cols))
-        grad_alpha = torch.sparse.sampled_addmm(pattern, grad_out, states.t())
-        grad_alpha = grad_alpha.values().view_as(alpha)
+        # Written into the zero pattern itself: without ``out`` the kernel
+        # copies the pattern first (3.5 ms against 5.9 ms at 16.7k rows x 4
+        # heads, same bits). Its values must be zeros: ``beta=0`` does not
+        # mask a NaN there.
+        torch.sparse.sampled_addmm(pattern, grad_out, states.t(), out=pattern)
+        grad_alpha = pattern.values().view_as(alpha)
     if needs[1]:
         t_crow, t_col, t_perm = adjacency.transpose(heads)
         values = alpha.reshape(-1).index_select(0, t_perm)
-        grad_x = (_csr(t_crow, t_col, values, (cols, rows)) @ grad_out).view_as(x)
+        grad_x = _spmm(_csr(t_crow, t_col, values, (cols, rows)), grad_out).view_as(x)
     return [grad_alpha, grad_x]
 
 
