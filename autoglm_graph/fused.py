@@ -119,7 +119,9 @@ class FixedDegreeAdjacency:
         if key not in self._structures:
             _, col = self.structure(heads)
             rows = self.n_dst * heads
-            perm = torch.argsort(col, stable=True).to(col.dtype)
+            # int64, not int32: gathering the values with it is 2.3x as fast
+            # (1.05 ms against 2.41 ms for 1.07M entries, one thread).
+            perm = torch.argsort(col, stable=True)
             t_col = torch.arange(rows, device=col.device, dtype=col.dtype)
             t_col = t_col.repeat_interleave(self.k)[perm]
             t_crow = torch.zeros(
@@ -259,8 +261,9 @@ class _AttentionWeights(torch.autograd.Function):
     CSR matrix), so ``alpha`` is its values as they lie, and the softmax runs
     over contiguous entries; the source scores are gathered with the CSR
     column indices. Autograd through the unfused expression keeps five
-    ``[n, heads, k]`` tensors per layer; this keeps ``alpha`` and one sign bit
-    per entry, and writes the backward by hand.
+    ``[n, heads, k]`` tensors per layer; this keeps ``alpha`` and the
+    activated logits (whose sign is the slope's), and writes the backward by
+    hand.
     """
 
     @staticmethod
@@ -271,10 +274,11 @@ class _AttentionWeights(torch.autograd.Function):
             logits = score_src.float().reshape(-1).index_select(0, col)
             logits = logits.view(n, heads, k)
             logits += score_dst.float().unsqueeze(-1)
-            logits += adjacency.similarities.unsqueeze(1).float() * (
-                edge_weight.float().unsqueeze(-1)
+            # In place: the [n, heads, k] product is never formed.
+            logits.addcmul_(
+                adjacency.similarities.unsqueeze(1).float(),
+                edge_weight.float().unsqueeze(-1),
             )
-            positive = logits > 0
             logits = F.leaky_relu(logits, negative_slope)
             if adjacency.unmasked:
                 alpha = torch.softmax(logits, dim=-1)
@@ -285,7 +289,7 @@ class _AttentionWeights(torch.autograd.Function):
                 # softmax is NaN; the fill zeroes it (GATConv sends such a row
                 # no message).
                 alpha = torch.softmax(logits, dim=-1).masked_fill_(masked, 0.0)
-        ctx.save_for_backward(alpha, positive)
+        ctx.save_for_backward(alpha, logits)
         ctx.adjacency, ctx.negative_slope = adjacency, negative_slope
         ctx.dtypes = (score_src.dtype, score_dst.dtype, edge_weight.dtype)
         ctx.n_src = score_src.shape[0]
@@ -293,12 +297,18 @@ class _AttentionWeights(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_alpha: Tensor):
-        alpha, positive = ctx.saved_tensors
+        alpha, activated = ctx.saved_tensors
         adjacency = ctx.adjacency
         grad_alpha = grad_alpha.float()
-        # Softmax backward, then leaky_relu's slope (masked entries have alpha 0).
-        grad = alpha * (grad_alpha - (alpha * grad_alpha).sum(dim=-1, keepdim=True))
-        grad = torch.where(positive, grad, grad * ctx.negative_slope)
+        # Softmax backward, then leaky_relu's slope (masked entries have alpha
+        # 0), each one kernel: the expression ``alpha * (g - (alpha * g).sum())``
+        # is four passes, and ``torch.where(positive, g, g * slope)`` runs at a
+        # tenth of the speed of a product on a CPU (4.8 ms against 0.5 ms at
+        # 16.7k rows x 4 heads x k = 16, one thread).
+        grad = torch._softmax_backward_data(grad_alpha, alpha, -1, alpha.dtype)
+        grad = torch.ops.aten.leaky_relu_backward(
+            grad, activated, ctx.negative_slope, True
+        )
         heads = grad.shape[1]
         _, col = adjacency.structure(heads)
         grad_src = grad.new_zeros(ctx.n_src * heads).index_add_(

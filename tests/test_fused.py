@@ -290,7 +290,9 @@ def test_csr_indices_are_int32_unless_they_overflow():
     adjacency = FixedDegreeAdjacency(_graph(), 80)
     crow, col = adjacency.structure()
     t_crow, t_col, perm = adjacency.transpose()
-    assert {t.dtype for t in (crow, col, t_crow, t_col, perm)} == {torch.int32}
+    assert {t.dtype for t in (crow, col, t_crow, t_col)} == {torch.int32}
+    # The transpose's gather runs 2.3x as fast with int64 indices.
+    assert perm.dtype == torch.int64
     assert crow.shape == (61,) and t_crow.shape == (81,)
     crow, col = adjacency.structure(heads=4)
     t_crow, t_col, perm = adjacency.transpose(heads=4)
