@@ -81,6 +81,12 @@ class FixedDegreeAdjacency:
         #: attention skips its two masked fills (3 % of a training step in the
         #: profile at 15k rows; A/B steps 0.90-1.02x, within the noise).
         self.unmasked = bool(graph.mask.all())
+        #: ``[n_dst, 1, k]``, True where a slot is not a real neighbour.
+        self.masked = None if self.unmasked else ~graph.mask.unsqueeze(1)
+        #: Destinations without any real neighbour (their softmax is NaN).
+        self.empty_rows = None
+        if not self.unmasked:
+            self.empty_rows = torch.nonzero(~graph.mask.any(dim=1)).flatten()
         self.n_src = int(n_src)
         self._structures: dict[tuple, tuple] = {}
 
@@ -283,12 +289,13 @@ class _AttentionWeights(torch.autograd.Function):
             if adjacency.unmasked:
                 alpha = torch.softmax(logits, dim=-1)
             else:
-                masked = ~adjacency.mask.unsqueeze(1)
-                logits.masked_fill_(masked, float("-inf"))
-                # A row without real neighbours has only -inf logits, whose
-                # softmax is NaN; the fill zeroes it (GATConv sends such a row
-                # no message).
-                alpha = torch.softmax(logits, dim=-1).masked_fill_(masked, 0.0)
+                logits.masked_fill_(adjacency.masked, float("-inf"))
+                # A masked slot's weight is exp(-inf) = 0. A row without real
+                # neighbours has only -inf logits, whose softmax is NaN: it is
+                # zeroed (GATConv sends such a row no message).
+                alpha = torch.softmax(logits, dim=-1)
+                if adjacency.empty_rows.numel():
+                    alpha.index_fill_(0, adjacency.empty_rows, 0.0)
         ctx.save_for_backward(alpha, logits)
         ctx.adjacency, ctx.negative_slope = adjacency, negative_slope
         ctx.dtypes = (score_src.dtype, score_dst.dtype, edge_weight.dtype)
