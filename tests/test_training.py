@@ -108,6 +108,29 @@ def test_full_patience_only_when_ahead_by_one_standard_error():
         assert decisions == expected
 
 
+def test_a_network_stalled_below_the_glm_gets_the_shorter_screening():
+    trainer = _History(baseline=1.0)
+    trainer.selector = _Selector(ahead=False)
+    stopper = EarlyStopping(patience=10, tol=0.0, screening=5, screening_below_glm=2)
+    # Below the GLM (not by one standard error), then flat: 2 epochs.
+    values = (0.99, 1.0, 1.0, 1.0)
+    decisions = [stopper.on_epoch_end(trainer, {"val_deviance": v}) for v in values]
+    assert decisions == [False, False, True, True]
+    # Still above the GLM: the full screening.
+    stopper = EarlyStopping(patience=10, tol=0.0, screening=5, screening_below_glm=2)
+    values = (1.1, 1.2, 1.2, 1.2, 1.2)
+    decisions = [stopper.on_epoch_end(trainer, {"val_deviance": v}) for v in values]
+    assert decisions == [False] * 4 + [True]
+    # Ahead by one standard error: neither applies.
+    trainer.selector = _Selector(ahead=True)
+    stopper = EarlyStopping(patience=10, tol=0.0, screening=5, screening_below_glm=2)
+    decisions = [stopper.on_epoch_end(trainer, {"val_deviance": v}) for v in values[:1]]
+    decisions += [
+        stopper.on_epoch_end(trainer, {"val_deviance": v}) for v in (0.9, 1.0, 1.0)
+    ]
+    assert decisions == [False] * 4
+
+
 def test_network_that_cannot_beat_the_glm_stops_early():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(600, 4))
