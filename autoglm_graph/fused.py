@@ -155,8 +155,10 @@ def _csr(crow: Tensor, col: Tensor, values: Tensor, shape: tuple[int, int]) -> T
 #: Source rows below which all heads go through one CSR product. Beyond, one
 #: product per head is faster on a CPU: its states stay in cache. Training
 #: step, one thread, 4 heads x 16 channels, all heads over per head: 0.90 at
-#: 10k and at 25k rows, 0.97 at 30k, 1.06 at 40k.
-ALL_HEADS_MAX_SRC_ROWS = 30_000
+#: 10k and at 25k rows; since the products write into uninitialised outputs
+#: (:func:`_spmm`), 0.94 at 36k and 50k, 1.03 at 65k, 1.13 at 100k (median of
+#: 12 alternating steps; it was 1.06 at 40k before).
+ALL_HEADS_MAX_SRC_ROWS = 60_000
 
 
 class _AttentionAggregate(torch.autograd.Function):
