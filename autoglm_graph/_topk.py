@@ -13,6 +13,13 @@ element-wise maximum across them, which gives the maximum of each of ``m / g``
 one), so a ``topk`` over the bucket maxima followed by a ``topk`` over the
 ``k * g`` surviving candidates is exact, and reads the tile only once. The bucket
 maxima of a long row are themselves folded the same way.
+
+:func:`faiss_topk` is the same search by faiss's exhaustive inner-product
+search (``faiss.knn``: BLAS products of small query and base blocks, each
+result kept in a heap while its block is in cache), with the same tie rule.
+On a CPU it takes 0.66x the time of the tiled search at 3.4k base rows and
+0.31-0.49x at 90k (d = 32-64, k = 16, one or two threads), and it is what a
+CPU search uses unless a ``chunk_size`` is given.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ import math
 
 import torch
 
-__all__ = ["fill_topk"]
+__all__ = ["faiss_topk", "fill_topk"]
 
 #: Number of slabs a row is folded into by one step of the bucket pre-selection.
 #: Measured on a 2-core CPU (d = 32, k = 16): 8 beats 16 by ~10 % at 10k rows and
@@ -35,6 +42,10 @@ _MIN_ROW_FACTOR = 8
 #: at 5k rows, where it no longer fits the cache). A GPU wants larger tiles.
 _TILE_BYTES = {"cpu": 32 * 2**20, "cuda": 256 * 2**20}
 _DEFAULT_TILE_BYTES = 64 * 2**20
+#: Results asked of faiss beyond the ``k`` kept. faiss does not choose among
+#: rows tied at the k-th value by their index: a row whose tie at the k-th
+#: value reaches its last result is searched again by :func:`fill_topk`.
+_FAISS_TIE_MARGIN = 8
 
 
 def fill_topk(
@@ -68,6 +79,64 @@ def fill_topk(
         values, columns = _folded_topk(tile, k, n_folds)
         similarities[start:stop] = values
         indices[start:stop] = columns
+
+
+def faiss_topk(
+    Xn: torch.Tensor,
+    Yn: torch.Tensor,
+    k: int,
+    exclude_self: bool,
+    similarities: torch.Tensor,
+    indices: torch.Tensor,
+) -> None:
+    """:func:`fill_topk`'s result (``chunk_size=None``) from faiss's exact search.
+
+    CPU float32 rows only. faiss returns ``k`` (+1 for the row itself, + a
+    margin) results sorted by similarity; they are re-sorted by similarity,
+    then index, and a row whose tie at the k-th value may continue past them
+    is searched by :func:`fill_topk` (with ``k + 1`` results, its own position
+    then dropped: the same rule as the diagonal's exclusion).
+    """
+    from ._faiss import _as_faiss_array, _faiss_threads, import_faiss
+
+    faiss = import_faiss()
+    n, m = Xn.shape[0], Yn.shape[0]
+    own = int(exclude_self)
+    width = min(m, k + own + _FAISS_TIE_MARGIN)
+    with _faiss_threads(faiss):
+        found, ids = faiss.knn(
+            _as_faiss_array(Xn), _as_faiss_array(Yn), width, faiss.METRIC_INNER_PRODUCT
+        )
+    values, columns = torch.from_numpy(found), torch.from_numpy(ids)
+    rows = torch.arange(n)
+    if exclude_self:
+        values, columns = _without_own(values, columns, rows)
+    values, columns = _sorted_by_value_then_column(values, columns, values.shape[1])
+    similarities.copy_(values[:, :k])
+    indices.copy_(columns[:, :k])
+    if values.shape[1] == m - own:
+        return  # every other row was returned: nothing was left out of a tie
+    open_rows = torch.nonzero(values[:, -1] >= values[:, k - 1]).flatten()
+    if open_rows.numel():
+        sub_values = torch.empty((open_rows.numel(), k + own), dtype=Xn.dtype)
+        sub_columns = torch.empty((open_rows.numel(), k + own), dtype=torch.int64)
+        fill_topk(Xn[open_rows], Yn, k + own, False, None, sub_values, sub_columns)
+        if exclude_self:
+            sub_values, sub_columns = _without_own(sub_values, sub_columns, open_rows)
+        similarities[open_rows] = sub_values
+        indices[open_rows] = sub_columns
+
+
+def _without_own(
+    values: torch.Tensor, columns: torch.Tensor, own: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's results less the one at its own position ``own[i]`` (its last
+    when its own position was not among them): one result fewer per row."""
+    drop = columns == own.unsqueeze(1)
+    drop[~drop.any(dim=1), -1] = True
+    keep = ~drop
+    n = values.shape[0]
+    return values[keep].view(n, -1), columns[keep].view(n, -1)
 
 
 def _n_folds(m: int, k: int) -> int:

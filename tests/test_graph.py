@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from autoglm_graph._topk import _n_folds
+from autoglm_graph._topk import _n_folds, fill_topk
 from autoglm_graph.graph import (
     CosineNeighbors,
     NeighborGraph,
@@ -419,6 +419,33 @@ def test_ties_go_to_the_lower_training_index(n_distinct, copies, k, exclude_self
     if exclude_self:
         np.fill_diagonal(sims, -np.inf)
     np.testing.assert_array_equal(graph.indices.numpy(), _lower_index_first(sims, k))
+
+
+@pytest.mark.parametrize("copies", [1, 3, 30])
+@pytest.mark.parametrize("exclude_self", [False, True])
+def test_faiss_search_gives_the_tiled_search_result(copies, exclude_self, monkeypatch):
+    """The CPU's default exact search (faiss, ``chunk_size=None``) against the
+    tiled one: the same neighbours, ties to the lower index included. 30
+    copies tie past faiss's margin, so those rows take the tiled search."""
+    from autoglm_graph import _topk
+
+    gen = torch.Generator().manual_seed(2)
+    base = torch.randn(1200 // copies, 6, generator=gen).repeat(copies, 1)
+    base = base[torch.randperm(len(base), generator=gen)]
+    queries = base if exclude_self else torch.randn(400, 6, generator=gen)
+    other = None if exclude_self else base
+    calls = []
+    monkeypatch.setattr(
+        _topk, "fill_topk", lambda *a: calls.append(a[0].shape[0]) or fill_topk(*a)
+    )
+    fast = cosine_topk(queries, other, n_neighbors=10)
+    tiled = cosine_topk(queries, other, n_neighbors=10, chunk_size=len(queries))
+    np.testing.assert_array_equal(fast.indices.numpy(), tiled.indices.numpy())
+    np.testing.assert_allclose(
+        fast.similarities.numpy(), tiled.similarities.numpy(), atol=1e-6
+    )
+    # Only rows whose tie outlasts the margin were searched again.
+    assert bool(calls) == (copies == 30)
 
 
 def test_neighbours_of_a_row_do_not_depend_on_the_other_rows():

@@ -12,6 +12,7 @@ faiss = pytest.importorskip("faiss")
 
 from autoglm_graph import _faiss  # noqa: E402
 from autoglm_graph import graph as graph_module  # noqa: E402
+from autoglm_graph._topk import faiss_topk  # noqa: E402
 from autoglm_graph._topk import fill_topk as fill  # noqa: E402
 from autoglm_graph.graph import (  # noqa: E402
     CosineNeighbors,
@@ -311,6 +312,11 @@ def test_ivf_recall_against_exact(make, monkeypatch):
     exact_searches = []
     monkeypatch.setattr(
         graph_module, "fill_topk", lambda *a: exact_searches.append(1) or fill(*a)
+    )
+    monkeypatch.setattr(
+        graph_module,
+        "faiss_topk",
+        lambda *a: exact_searches.append(1) or faiss_topk(*a),
     )
     approx = cosine_topk(X, n_neighbors=16, backend="ivf")
     assert approx.indices.shape == (4000, 16)
