@@ -8,7 +8,7 @@ only the ``k`` best of each row survive, so memory is ``O(chunk * m + n * k)`` a
 The tile and its top-k selection (folded into strided buckets, ties to the lower
 column) are :mod:`autoglm_graph._topk`'s. On a CPU in float32 (without a
 ``chunk_size``) the same exact search runs in faiss's exhaustive inner-product
-search, whose small blocks stay in cache (0.3-0.7x the time), with the same tie
+search, whose small blocks stay in cache (0.4-0.85x the time), with the same tie
 rule (:func:`~autoglm_graph._topk.faiss_topk`).
 
 ``backend="faiss"`` instead searches an approximate HNSW graph index built with
@@ -207,7 +207,7 @@ def cosine_topk(
     chunk_size : int, default=None
         Query rows per similarity tile of the tiled exact search. ``None``: on
         a CPU in float32, faiss's exhaustive search with the same tie rule
-        (0.3-0.7x the time; :func:`~autoglm_graph._topk.faiss_topk`), else
+        (0.4-0.85x the time; :func:`~autoglm_graph._topk.faiss_topk`), else
         tiles of about 32 MB on a CPU and 256 MB on a GPU. The result does not
         depend on it, float rounding aside.
     device : str or torch.device, default=None
