@@ -103,20 +103,19 @@ def faiss_topk(
     is searched by :func:`fill_topk` (with ``k + 1`` results, its own position
     then dropped: the same rule as the diagonal's exclusion).
     """
-    from ._faiss import _as_faiss_array, _faiss_threads, import_faiss
+    from ._faiss import _as_faiss_array, _faiss_threads, drop_self, import_faiss
 
     faiss = import_faiss()
-    n, m = Xn.shape[0], Yn.shape[0]
+    m = Yn.shape[0]
     own = int(exclude_self)
     width = min(m, k + own + _FAISS_TIE_MARGIN)
     with _faiss_threads(faiss):
         found, ids = faiss.knn(
             _as_faiss_array(Xn), _as_faiss_array(Yn), width, faiss.METRIC_INNER_PRODUCT
         )
-    values, columns = torch.from_numpy(found), torch.from_numpy(ids)
-    rows = torch.arange(n)
     if exclude_self:
-        values, columns = _without_own(values, columns, rows)
+        found, ids = drop_self(found, ids, width - 1)
+    values, columns = torch.from_numpy(found), torch.from_numpy(ids)
     # faiss's products of duplicated base rows may differ in their last bit
     # (the BLAS blocks' edges round differently), which would break their
     # ties: where two results are that close, their row's similarities are
@@ -139,7 +138,10 @@ def faiss_topk(
         sub_columns = torch.empty((open_rows.numel(), k + own), dtype=torch.int64)
         fill_topk(Xn[open_rows], Yn, k + own, False, None, sub_values, sub_columns)
         if exclude_self:
-            sub_values, sub_columns = _without_own(sub_values, sub_columns, open_rows)
+            kept = drop_self(
+                sub_values.numpy(), sub_columns.numpy(), k, open_rows.numpy()
+            )
+            sub_values, sub_columns = (torch.from_numpy(a) for a in kept)
         similarities[open_rows] = sub_values
         indices[open_rows] = sub_columns
 
@@ -158,18 +160,6 @@ def _row_products(Xn: torch.Tensor, Yn: torch.Tensor, columns: torch.Tensor) -> 
         picked = Yn[columns[block]]  # [rows, width, d]
         values[block] = (picked * Xn[block].unsqueeze(1)).sum(dim=-1)
     return values
-
-
-def _without_own(
-    values: torch.Tensor, columns: torch.Tensor, own: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each row's results less the one at its own position ``own[i]`` (its last
-    when its own position was not among them): one result fewer per row."""
-    drop = columns == own.unsqueeze(1)
-    drop[~drop.any(dim=1), -1] = True
-    keep = ~drop
-    n = values.shape[0]
-    return values[keep].view(n, -1), columns[keep].view(n, -1)
 
 
 def _n_folds(m: int, k: int) -> int:
