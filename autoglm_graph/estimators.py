@@ -42,9 +42,10 @@ _COMMON_PARAMS_DOC = """
         rows' neighbours are searched at the same rebuilds (not every epoch),
         so that early stopping scores them as new rows at that point.
     graph_backend : {"auto", "exact", "faiss"}, default="auto"
-        Neighbour search (:func:`autoglm_graph.cosine_topk`): exact chunked
-        search, or faiss HNSW (approximate, its efSearch calibrated to recall@k
-        0.95 on a sample of the queries; see
+        Neighbour search (:func:`autoglm_graph.cosine_topk`): exact search
+        (faiss's exhaustive search on a CPU, tiles on a GPU), or faiss HNSW
+        (approximate, its efSearch calibrated to recall@k 0.95 on a sample of
+        the queries; see
         ``benchmarks/results/graph_build_approx.md``; needs ``faiss-cpu``).
         ``"auto"``: exact below 150k rows on a CPU (up to 10M on a GPU),
         faiss above. The embedding graph's refreshes (the training rows among

@@ -216,10 +216,11 @@ def cosine_topk(
     dtype : torch.dtype, default=torch.float32
         Floating dtype of the computation and of the returned similarities.
     backend : {"exact", "faiss", "ivf", "auto"}, default="exact"
-        ``"exact"``: the chunked exact search. ``"faiss"``: approximate search in
-        a faiss HNSW index over the base rows (it runs on the CPU, results are
-        moved to ``device``). ``"ivf"``: approximate search in a faiss IVF-flat
-        index (``sqrt(m)`` k-means lists; each query scans the nearest ones,
+        ``"exact"``: the exact search (see ``chunk_size``). ``"faiss"``:
+        approximate search in a faiss HNSW index over the base rows (it runs
+        on the CPU, results are moved to ``device``). ``"ivf"``: approximate
+        search in a faiss IVF-flat index (``sqrt(m)`` k-means lists; each
+        query scans the nearest ones,
         as many as a sample of the queries needs to reach ``target_recall``,
         else the search is exact). Cheap to build (a k-means of ``sqrt(m)``
         centroids), unlike HNSW: for base rows searched once.
@@ -932,7 +933,8 @@ def _search(
 ) -> NeighborGraph:
     """Top-k of normalised rows ``Xn`` among normalised ``Yn``.
 
-    Exact and chunked, unless ``index`` (a faiss index over ``Yn``) is given or
+    Exact (faiss's exhaustive search or the tiles, see :func:`_faiss_exact`),
+    unless ``index`` (a faiss index over ``Yn``) is given or
     ``index_params`` is (then such an index is built here, with those
     parameters; ``{}`` for the defaults).
     """
