@@ -17,9 +17,10 @@ maxima of a long row are themselves folded the same way.
 :func:`faiss_topk` is the same search by faiss's exhaustive inner-product
 search (``faiss.knn``: BLAS products of small query and base blocks, each
 result kept in a heap while its block is in cache), with the same tie rule.
-On a CPU it takes 0.85x the time of the tiled search at 3.4k base rows, 0.76x
-at 16.7k and 0.43-0.50x at 90k (d = 32-64, k = 16, one thread), and it is what a
-CPU search uses unless a ``chunk_size`` is given.
+On a CPU it takes 0.73-0.81x the time of the tiled search at 16.7k base rows
+and 0.38-0.51x at 90k (d = 8-64, k = 16, one thread), but more below 5,000 rows
+unless d >= 64 (``benchmarks/results/exact_search.md``); it is what a CPU
+search uses there unless a ``chunk_size`` is given (``graph._faiss_exact``).
 """
 
 from __future__ import annotations

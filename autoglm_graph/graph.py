@@ -8,8 +8,9 @@ only the ``k`` best of each row survive, so memory is ``O(chunk * m + n * k)`` a
 The tile and its top-k selection (folded into strided buckets, ties to the lower
 column) are :mod:`autoglm_graph._topk`'s. On a CPU in float32 (without a
 ``chunk_size``) the same exact search runs in faiss's exhaustive inner-product
-search, whose small blocks stay in cache (0.4-0.85x the time), with the same tie
-rule (:func:`~autoglm_graph._topk.faiss_topk`).
+search, whose small blocks stay in cache (0.4-0.8x the time from 5,000 base
+rows or 64 columns), with the same tie rule
+(:func:`~autoglm_graph._topk.faiss_topk`).
 
 ``backend="faiss"`` instead searches an approximate HNSW graph index built with
 faiss (see :mod:`autoglm_graph._faiss`), which scales as ``O(m log m)`` rather
@@ -207,7 +208,8 @@ def cosine_topk(
     chunk_size : int, default=None
         Query rows per similarity tile of the tiled exact search. ``None``: on
         a CPU in float32, faiss's exhaustive search with the same tie rule
-        (0.4-0.85x the time; :func:`~autoglm_graph._topk.faiss_topk`), else
+        from 5,000 base rows or 64 columns (0.4-0.8x the time;
+        :func:`~autoglm_graph._topk.faiss_topk`), else
         tiles of about 32 MB on a CPU and 256 MB on a GPU. The result does not
         depend on it, float rounding aside.
     device : str or torch.device, default=None
@@ -909,10 +911,22 @@ def _normalize_rows(A: torch.Tensor) -> torch.Tensor:
     return A / torch.linalg.vector_norm(A, dim=1, keepdim=True).clamp_min(1.0)
 
 
-def _faiss_exact(Xn: torch.Tensor, chunk_size: int | None) -> bool:
+#: An exact search on a CPU runs in faiss from this many base rows, or from
+#: this many columns (``benchmarks/results/exact_search.md``, one thread,
+#: faiss / tiles: 0.38-0.51 at 90k base rows, 0.73-0.81 at 16.7k, 0.62-0.70
+#: at 8k for d >= 16 but 1.22 at d = 8; at 3.4k, 0.80 at d = 64 but 1.24-2.11
+#: at d = 8-32, where faiss's heap costs more than the tiles' folded top-k).
+_FAISS_EXACT_MIN_ROWS = 5_000
+_FAISS_EXACT_MIN_DIM = 64
+
+
+def _faiss_exact(Xn: torch.Tensor, Yn: torch.Tensor, chunk_size: int | None) -> bool:
     """Whether an exact search runs in faiss (:func:`~autoglm_graph._topk.faiss_topk`):
-    float32 rows on a CPU, no ``chunk_size`` asked for, faiss installed."""
+    float32 rows on a CPU, no ``chunk_size`` asked for, enough base rows or
+    columns for it to pay, faiss installed."""
     if Xn.device.type != "cpu" or Xn.dtype != torch.float32 or chunk_size is not None:
+        return False
+    if Yn.shape[0] < _FAISS_EXACT_MIN_ROWS and Yn.shape[1] < _FAISS_EXACT_MIN_DIM:
         return False
     from . import _faiss
 
@@ -956,7 +970,7 @@ def _search(
             index = _build_index(Yn, index_params, index_kind)
         found = None if index is None else index.search(Xn, k, exclude_self)
         if found is None:  # exact, or an IVF index that would miss too much
-            if _faiss_exact(Xn, chunk_size):
+            if _faiss_exact(Xn, Yn, chunk_size):
                 faiss_topk(Xn, Yn, k, exclude_self, similarities, indices)
             else:
                 fill_topk(Xn, Yn, k, exclude_self, chunk_size, similarities, indices)

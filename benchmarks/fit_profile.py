@@ -18,6 +18,7 @@ not the absolute figures. What it is for: deciding what to make faster
 (``benchmarks/results/fit_profile.md``).
 
     python benchmarks/fit_profile.py --datasets synthetic_gaussian hi star
+    python benchmarks/fit_profile.py --datasets synthetic:100000 --threads 2
 """
 
 from __future__ import annotations
@@ -86,9 +87,34 @@ def timed_phases(seconds: dict):
             setattr(owner, name, function)
 
 
-def profile(name: str) -> dict:
-    """One default fit of ``name``, its seconds split by phase."""
-    fit = make_suite_fit(autoglm_graph, name, threads=1, seed=0)
+def synthetic_fit(n: int, threads: int):
+    """A closure fitting ``scale.py``'s synthetic rows (d = 32, gaussian) with
+    the default estimator, as ``step_ab.make_suite_fit``'s closures do."""
+    from autoglm_graph import GraphGLMRegressor
+    from autoglm_graph.datasets import make_varying_coefficients
+
+    # scale.py's draw: n training rows then 20,000 test rows (not used here).
+    X, y, _ = make_varying_coefficients(
+        n + 20_000, 32, 4, family="gaussian", noise=0.5, random_state=0
+    )
+    X, y = X[:n], y[:n]
+
+    def fit() -> dict:
+        model = GraphGLMRegressor(random_state=0, n_jobs=threads)
+        start = time.perf_counter()
+        model.fit(X, y)
+        return {"s": time.perf_counter() - start, "epochs": model.n_iter_}
+
+    return fit
+
+
+def profile(name: str, threads: int = 1) -> dict:
+    """One default fit of ``name`` (a suite dataset, or ``synthetic:N``), its
+    seconds split by phase."""
+    if name.startswith("synthetic:"):
+        fit = synthetic_fit(int(name.split(":")[1]), threads)
+    else:
+        fit = make_suite_fit(autoglm_graph, name, threads=threads, seed=0)
     seconds: dict = {}
     with timed_phases(seconds):
         result = fit()
@@ -107,19 +133,26 @@ def profile(name: str) -> dict:
 
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--datasets", nargs="+", default=["synthetic_gaussian", "hi"])
+    parser.add_argument(
+        "--datasets",
+        nargs="+",
+        default=["synthetic_gaussian", "hi"],
+        help="suite datasets, or synthetic:N (scale.py's rows, d = 32)",
+    )
+    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=None, help="write <out>.md")
     args = parser.parse_args(argv)
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     rows = []
     for name in args.datasets:
-        rows.append(profile(name))
+        rows.append(profile(name, args.threads))
         print(rows[-1], flush=True)
     command = "python " + shlex.join(["benchmarks/fit_profile.py", *sys.argv[1:]])
     write_record(
         "Where a default fit's time goes",
         command,
-        f"Machine: {cpu_name()}, one torch thread; run.py's split, seed 0.",
+        f"Machine: {cpu_name()}, {args.threads} torch thread(s); run.py's split, "
+        "seed 0.",
         [to_markdown(rows)],
         args.out,
     )

@@ -171,3 +171,15 @@ def test_defaults_sets_a_module_constant_for_one_fit_only(monkeypatch):
     assert seen == [1]
     assert training.SCREENING_EPOCHS == saved
     assert fit["epochs"] >= 1 and math.isfinite(fit["deviance"])
+
+
+def test_exact_search_benchmark_compares_equal_lists(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    exact_search = importlib.import_module("exact_search")
+    from autoglm_graph import graph
+
+    threshold = graph._FAISS_EXACT_MIN_ROWS
+    (row,) = exact_search.main(["--sizes", "200:300", "--repeats", "1"])
+    assert row["equal lists"] == 1.0
+    assert row["faiss s"] > 0 and row["tiled s"] > 0
+    assert graph._FAISS_EXACT_MIN_ROWS == threshold  # put back for other fits

@@ -427,8 +427,9 @@ def test_faiss_search_gives_the_tiled_search_result(copies, exclude_self, monkey
     """The CPU's default exact search (faiss, ``chunk_size=None``) against the
     tiled one: the same neighbours, ties to the lower index included. 30
     copies tie past faiss's margin, so those rows take the tiled search."""
-    from autoglm_graph import _topk
+    from autoglm_graph import _topk, graph
 
+    monkeypatch.setattr(graph, "_FAISS_EXACT_MIN_ROWS", 0)  # 1,200 rows, d = 6
     gen = torch.Generator().manual_seed(2)
     base = torch.randn(1200 // copies, 6, generator=gen).repeat(copies, 1)
     base = base[torch.randperm(len(base), generator=gen)]
