@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 from _common import cpu_name, to_markdown, write_record
-from step_ab import make_suite_fit
+from step_ab import make_fit, make_suite_fit
 
 import autoglm_graph
 from autoglm_graph import _base, training
@@ -87,32 +87,11 @@ def timed_phases(seconds: dict):
             setattr(owner, name, function)
 
 
-def synthetic_fit(n: int, threads: int):
-    """A closure fitting ``scale.py``'s synthetic rows (d = 32, gaussian) with
-    the default estimator, as ``step_ab.make_suite_fit``'s closures do."""
-    from autoglm_graph import GraphGLMRegressor
-    from autoglm_graph.datasets import make_varying_coefficients
-
-    # scale.py's draw: n training rows then 20,000 test rows (not used here).
-    X, y, _ = make_varying_coefficients(
-        n + 20_000, 32, 4, family="gaussian", noise=0.5, random_state=0
-    )
-    X, y = X[:n], y[:n]
-
-    def fit() -> dict:
-        model = GraphGLMRegressor(random_state=0, n_jobs=threads)
-        start = time.perf_counter()
-        model.fit(X, y)
-        return {"s": time.perf_counter() - start, "epochs": model.n_iter_}
-
-    return fit
-
-
 def profile(name: str, threads: int = 1) -> dict:
     """One default fit of ``name`` (a suite dataset, or ``synthetic:N``), its
     seconds split by phase."""
     if name.startswith("synthetic:"):
-        fit = synthetic_fit(int(name.split(":")[1]), threads)
+        fit = make_fit(autoglm_graph, int(name.split(":")[1]), threads)
     else:
         fit = make_suite_fit(autoglm_graph, name, threads=threads, seed=0)
     seconds: dict = {}
