@@ -92,6 +92,19 @@ def test_keep_mask_keeps_its_stated_share_independently(keep):
     assert abs(correlation) < 5 / np.sqrt(n / 4)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_keep_mask_in_a_float_dtype_is_the_boolean_mask_as_ones_and_zeros(dtype):
+    from autoglm_graph._random import keep_mask
+
+    like = torch.empty(300, 70)
+    boolean, p_bool = keep_mask(like, 0.8, torch.Generator().manual_seed(5))
+    floating, p_float = keep_mask(
+        like, 0.8, torch.Generator().manual_seed(5), dtype=dtype
+    )
+    assert floating.dtype == dtype and p_float == p_bool
+    assert torch.equal(floating, boolean.to(dtype))
+
+
 def test_dropout_is_unbiased_reproducible_and_exact_at_the_ends():
     from autoglm_graph._random import dropout
 
