@@ -739,10 +739,15 @@ class TrainingState:
     def run(self, train: RowData, val: RowData | None) -> FittedGraphState | None:
         """The epochs; the selected state, or None when the global GLM wins."""
         config = self.config
+        # The fused update: one kernel over all parameters, where the default
+        # loops over them (0.39 vs 1.0 ms a step on one CPU thread, 2-3 % of a
+        # step on 3.4k rows).
+        device_type = self.net.head[-1].weight.device.type
         optimizer = torch.optim.AdamW(
             self.net.parameters(),
             lr=config.learning_rate,
             weight_decay=config.weight_decay,
+            fused=device_type in ("cpu", "cuda"),
         )
         self.optimizer = optimizer
         selector = None
