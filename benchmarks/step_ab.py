@@ -12,12 +12,14 @@ With ``--fit``, whole default fits of ``GraphGLMRegressor`` alternate instead
 (``scale.py``'s synthetic data: d = 32, gaussian, 20,000 test rows), with their
 epochs and test deviance: the random streams of two versions may differ, so
 the epochs may too. With ``--fit --datasets NAME ...``, the fits are the
-benchmark suite's (``run.py``: its split of each dataset at seed 0, its
-model settings and test deviance) instead of synthetic sizes.
+benchmark suite's (``run.py``: its split of each dataset at a seed, its
+model settings and test deviance; ``--seed`` picks run.py's seed) instead of
+synthetic sizes.
 
     python benchmarks/step_ab.py --baseline HEAD~1 --sizes 3400 15000 40000
     python benchmarks/step_ab.py --baseline HEAD~1 --fit --sizes 100000 --threads 2
     python benchmarks/step_ab.py --baseline HEAD~1 --fit --datasets hi star
+    python benchmarks/step_ab.py --baseline HEAD~1 --fit --seed 2 --datasets diamonds
 
 Timings are for reading, never asserted in tests.
 """
@@ -32,6 +34,7 @@ import sys
 import tarfile
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -162,12 +165,15 @@ def make_suite_fit(package, name: str, threads: int, seed: int = 0, **params):
     return fit
 
 
-def compare_fits(baseline, n, threads: int, repeats: int) -> dict:
+def compare_fits(baseline, n, threads: int, repeats: int, seed: int = 0) -> dict:
     """Alternating fits of both versions: ``n`` synthetic rows, or a suite
-    dataset when ``n`` is its name."""
+    dataset when ``n`` is its name (its split and model seed ``seed``)."""
     import autoglm_graph
 
-    make = make_suite_fit if isinstance(n, str) else make_fit
+    if isinstance(n, str):
+        make = partial(make_suite_fit, seed=seed)
+    else:
+        make = make_fit
     new, old = make(autoglm_graph, n, threads), make(baseline, n, threads)
     runs = {"tree": [], "baseline": []}
     for _ in range(repeats):
@@ -193,6 +199,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument(
         "--datasets", nargs="+", default=None, help="with --fit: suite datasets"
     )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="with --datasets: run.py's seed"
+    )
     parser.add_argument("--out", type=Path, default=None, help="write <out>.md")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -203,7 +212,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
         baseline = import_revision(args.baseline, Path(folder))
         for n in args.datasets if args.fit and args.datasets else args.sizes:
             if args.fit:
-                rows.append(compare_fits(baseline, n, args.threads, args.repeats))
+                rows.append(
+                    compare_fits(baseline, n, args.threads, args.repeats, args.seed)
+                )
                 print(rows[-1], flush=True)
                 continue
             new, state = make_step(autoglm_graph, n, args.features, seed=0)
@@ -239,7 +250,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         f"Machine: {cpu_name()}, {args.threads} torch thread(s), "
         f"torch {torch.__version__}; baseline `{args.baseline}` = {resolved}, "
         + (
-            f"the suite's default fits (run.py, seed 0), median of "
+            f"the suite's default fits (run.py, seed {args.seed}), median of "
             f"{args.repeats} alternating fits"
             if args.fit and args.datasets
             else "default fits, scale.py's synthetic data (d = 32), "
