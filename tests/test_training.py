@@ -90,6 +90,27 @@ def test_screening_until_the_glm_is_beaten():
     assert decisions == [False, False, False, False, False, True]
 
 
+def test_patience_holds_while_a_network_recovers_steadily():
+    trainer = _History(baseline=1.0)
+    # Epoch 1 far below the GLM, an overshoot, then a steady recovery: five
+    # falls in a row hold the patience's stop until the deviance rises again.
+    values = (0.5, 4.6, 7.9, 3.4, 1.1, 0.68, 0.67, 0.65, 0.59, 0.53, 0.52, 0.55)
+    stopper = EarlyStopping(patience=10, tol=0.0, screening=3)
+    decisions = [stopper.on_epoch_end(trainer, {"val_deviance": v}) for v in values]
+    assert decisions == [False] * 11 + [True]
+    # Fewer falls in a row: stopped at the patience.
+    values = (0.5, 4.6, 7.9, 3.4, 1.1, 0.68, 0.69, 0.65, 0.59, 0.53, 0.52)
+    stopper = EarlyStopping(patience=10, tol=0.0, screening=3)
+    decisions = [stopper.on_epoch_end(trainer, {"val_deviance": v}) for v in values]
+    assert decisions == [False] * 10 + [True]
+    # A resumed fit whose record predates the count starts it at zero.
+    state = stopper.state_dict()
+    del state["_falls"]
+    fresh = EarlyStopping(patience=10, tol=0.0, screening=3)
+    fresh.load_state_dict(state)
+    assert fresh.state_dict() == {**state, "_falls": 0}
+
+
 class _Selector:
     def __init__(self, ahead: bool) -> None:
         self._ahead = ahead
