@@ -138,7 +138,11 @@ _COMMON_PARAMS_DOC = """
         improvement (``training.SCREENING_EPOCHS``), so that a network with
         nothing to add is found out early. 10 instead of 20 ends fits 10
         epochs sooner; on the suite's validation curves (smooth, from weight
-        averaging) it kept the same best epoch on all but one dataset.
+        averaging) it kept the same best epoch on all but one dataset. A
+        network that has been below the GLM's validation deviance, and whose
+        deviance has fallen for 5 epochs in a row
+        (``training.RECOVERY_EPOCHS``), runs on past the patience while it
+        keeps falling.
     tol : float, default=1e-4
         Relative improvement of validation deviance that resets the patience.
     callbacks : list or None, default=None

@@ -263,9 +263,10 @@ SCREENING_EPOCHS_BELOW_GLM = 3
 #: short of its best. On ``diamonds`` (seed 2), epoch 1 was half the GLM's
 #: deviance, Adam's next steps overshot (4.6x and 7.9x the GLM), and the
 #: recovery fell for seven epochs in a row to within 2 % of epoch 1 when the
-#: patience stopped it at epoch 11, keeping epoch 1: a test deviance 3.5x that
-#: of seeds 0 and 1. Only a network that has beaten the GLM is held: one that
-#: never did is the screening's to end, in its few epochs.
+#: patience stopped it at epoch 11, keeping epoch 1: a test deviance about 3x
+#: that of seeds 0 and 1 (``benchmarks/results/recovery_epochs.md``). Only a
+#: network that has beaten the GLM is held: one that never did is the
+#: screening's to end, in its few epochs.
 RECOVERY_EPOCHS = 5
 
 
@@ -280,8 +281,10 @@ class EarlyStopping:
     (``screening_below_glm`` once the best epoch is below the GLM) as soon as
     the validation deviance does not fall: a network that cannot beat the GLM
     is found out in a few epochs, while one that is clearly ahead, or closing
-    in, gets the full patience. The best epoch itself is tracked by the
-    trainer regardless of ``tol``.
+    in, gets the full patience. A network that has beaten the GLM and whose
+    validation deviance has fallen for :data:`RECOVERY_EPOCHS` epochs in a
+    row is not stopped by the patience until it stops falling. The best epoch
+    itself is tracked by the trainer regardless of ``tol``.
     """
 
     def __init__(
