@@ -183,3 +183,32 @@ def test_exact_search_benchmark_compares_equal_lists(monkeypatch):
     assert row["equal lists"] == 1.0
     assert row["faiss s"] > 0 and row["tiled s"] > 0
     assert graph._FAISS_EXACT_MIN_ROWS == threshold  # put back for other fits
+
+
+def test_refresh_bumps_scores_each_refresh_and_leaves_the_fit_alone(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    refresh_bumps = importlib.import_module("refresh_bumps")
+    import bench_models
+    from run import family_parameters
+
+    from autoglm_graph import training
+    from autoglm_graph.datasets import load_dataset
+
+    build = training.TrainingState.build_graphs
+    rows, scored = refresh_bumps.scored_refreshes("synthetic_multinomial", 0)
+    assert training.TrainingState.build_graphs is build
+    # Refreshes every 10 epochs; the first has no previous graphs to compare.
+    epochs = [row["epoch"] for row in rows]
+    assert epochs == list(range(11, scored.n_iter_ + 1, 10)) and epochs
+    for row in rows:
+        for key in ("new train graph", "new validation graph", "both new"):
+            assert math.isfinite(float(row[key].rstrip("%")))
+    # The same fit as without the extra scores.
+    ds = load_dataset("synthetic_multinomial", random_state=0)
+    task = bench_models.Task(ds.family, seed=0, threads=1, **family_parameters(ds.name))
+    plain = bench_models.GraphGLMModel(task)
+    plain.fit(ds.X_train, ds.y_train, ds.offset_train, groups=ds.groups_train)
+    assert plain.estimator.n_iter_ == scored.n_iter_
+    assert [h.get("val_deviance") for h in plain.estimator.history_] == [
+        h.get("val_deviance") for h in scored.history_
+    ]
