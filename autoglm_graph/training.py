@@ -268,6 +268,18 @@ SCREENING_EPOCHS_BELOW_GLM = 3
 #: network that has beaten the GLM is held: one that never did is the
 #: screening's to end, in its few epochs.
 RECOVERY_EPOCHS = 5
+#: A refresh that raises the validation deviance over the epoch before by more
+#: than this share, and by more than the best value fell in the
+#: ``REFRESH_GAIN_EPOCHS`` epochs before it, ends the fit (the best epoch lies
+#: before it). The jump comes from the validation rows' new lists (searched in
+#: the current embedding, as ``predict`` searches new rows), and late in a fit
+#: they score worse than the lists of the refresh before
+#: (``benchmarks/results/refresh_bumps.md``): the patience then ran out inside
+#: the jump on the same best epoch. A network still improving faster than the
+#: jump (``synthetic_negative_binomial`` seed 1 at epoch 11: +0.6 % after 4 %
+#: in five epochs) recovers and is left to the patience.
+REFRESH_JUMP_STOP = 0.005
+REFRESH_GAIN_EPOCHS = 5
 
 
 class EarlyStopping:
@@ -281,7 +293,10 @@ class EarlyStopping:
     (``screening_below_glm`` once the best epoch is below the GLM) as soon as
     the validation deviance does not fall: a network that cannot beat the GLM
     is found out in a few epochs, while one that is clearly ahead, or closing
-    in, gets the full patience. A network that has beaten the GLM and whose
+    in, gets the full patience. A refresh of the graphs that raises the
+    validation deviance by more than :data:`REFRESH_JUMP_STOP`, and by more
+    than the best value fell over the :data:`REFRESH_GAIN_EPOCHS` epochs
+    before, ends training. A network that has beaten the GLM and whose
     validation deviance has fallen for :data:`RECOVERY_EPOCHS` epochs in a
     row is not stopped by the patience until it stops falling. The best epoch
     itself is tracked by the trainer regardless of ``tol``.
@@ -306,17 +321,25 @@ class EarlyStopping:
         self._bad_epochs = 0
         self._beaten_glm = False
         self._falls = 0  # consecutive epochs of falling validation deviance
+        self._bests: list[float] = []  # the best value after each recent epoch
 
-    _STATE = ("_best", "_last", "_bad_epochs", "_beaten_glm", "_falls")
+    _STATE = ("_best", "_last", "_bad_epochs", "_beaten_glm", "_falls", "_bests")
 
     def state_dict(self) -> dict:
         """The counters a resumed fit continues from (:class:`Checkpoint`)."""
         return {name: getattr(self, name) for name in self._STATE}
 
     def load_state_dict(self, state: dict) -> None:
-        state = {"_falls": 0, **state}  # records made before it have none
+        state = {"_falls": 0, "_bests": [], **state}  # older records have none
         for name in self._STATE:
             setattr(self, name, state[name])
+
+    def _recent_gain(self) -> float:
+        """How much the best value fell over the last ``REFRESH_GAIN_EPOCHS``
+        epochs (relative; infinite before that many epochs)."""
+        if len(self._bests) <= REFRESH_GAIN_EPOCHS or self._bests[-1] <= 0:
+            return np.inf
+        return self._bests[0] / self._bests[-1] - 1
 
     def on_epoch_end(self, trainer: Trainer, logs: dict) -> bool:
         value = logs.get("val_deviance")
@@ -328,6 +351,8 @@ class EarlyStopping:
                 self._best = start.get("val_deviance", np.inf)
             else:  # no global GLM to beat: count from the first epoch
                 self._beaten_glm = True
+        last = self._last
+        jump = value / last - 1 if np.isfinite(last) and last > 0 else 0.0
         falling, self._last = value < self._last, value
         self._falls = self._falls + 1 if falling else 0
         if not np.isfinite(self._best) or value < self._best * (1 - self.tol):
@@ -336,6 +361,10 @@ class EarlyStopping:
             self._beaten_glm = True
         else:
             self._bad_epochs += 1
+            refreshed = logs.get("graph_refreshed") and logs.get("epoch", 1) > 1
+            if refreshed and jump > max(REFRESH_JUMP_STOP, self._recent_gain()):
+                return True
+        self._bests = [*self._bests, self._best][-(REFRESH_GAIN_EPOCHS + 1) :]
         if self._bad_epochs >= self.patience:
             recovering = self._beaten_glm and self._falls >= RECOVERY_EPOCHS
             return not recovering
