@@ -341,6 +341,13 @@ def to_markdown(report: dict) -> str:
     costs = fit_costs(report["summary"])
     if costs["datasets"]:
         parts += ["## Fit cost", "", cost_table(costs), ""]
+        repeats = report["options"].get("fit_repeats", 1)
+        if repeats > 1:
+            parts += [
+                f"Seconds: the median of {repeats} fits of each model on each "
+                "split, fitted in rounds over the models.",
+                "",
+            ]
         if not report["options"].get("no_warm_up", True):
             parts += [
                 "Before the timed runs every model was fitted once, untimed, on "

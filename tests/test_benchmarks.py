@@ -212,3 +212,18 @@ def test_refresh_bumps_scores_each_refresh_and_leaves_the_fit_alone(monkeypatch)
     assert [h.get("val_deviance") for h in plain.estimator.history_] == [
         h.get("val_deviance") for h in scored.history_
     ]
+
+
+def test_fit_repeats_record_the_median_seconds_of_one_repeated_fit(runner):
+    runs = [
+        {"status": "ok", "deviance": 1.5, "fit_s": s, "predict_s": p}
+        for s, p in ((3.0, 0.3), (1.0, 0.1), (2.0, 0.5))
+    ]
+    record = runner._median_seconds(runs)
+    assert (record["fit_s"], record["predict_s"]) == (2.0, 0.3)
+    assert record["deviance"] == 1.5 and runs[0]["fit_s"] == 3.0
+    runs[2]["deviance"] = 1.6  # a seeded fit that does not repeat
+    with pytest.raises(RuntimeError, match="different deviances"):
+        runner._median_seconds(runs)
+    failed = [{"status": "error", "note": "boom"}] * 2
+    assert runner._median_seconds(failed) == failed[0]
