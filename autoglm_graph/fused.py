@@ -74,18 +74,28 @@ class FixedDegreeAdjacency:
     """
 
     def __init__(self, graph: NeighborGraph, n_src: int) -> None:
-        self.indices = graph.indices
-        self.similarities = graph.similarities
         self.mask = graph.mask
         #: Every neighbour is real (no threshold cut, no padding): the
-        #: attention skips its two masked fills (3 % of a training step in the
+        #: attention skips its masking (3 % of a training step in the
         #: profile at 15k rows; A/B steps 0.90-1.02x, within the noise).
         self.unmasked = bool(graph.mask.all())
-        #: ``[n_dst, 1, k]``, True where a slot is not a real neighbour.
-        self.masked = None if self.unmasked else ~graph.mask.unsqueeze(1)
+        self.indices, self.similarities = graph.indices, graph.similarities
+        #: ``[n_dst, 1, k]``: 0 at a real neighbour, -inf at a slot that is
+        #: not one, added to the attention logits. An addition broadcast over
+        #: the heads: ``masked_fill_`` with the same broadcast took 2.9 ms
+        #: against 0.4 ms at 19.7k rows x 4 heads x k = 16 (one thread).
+        self.mask_bias = None
         #: Destinations without any real neighbour (their softmax is NaN).
         self.empty_rows = None
         if not self.unmasked:
+            outside = ~graph.mask
+            # A slot that is not a neighbour (index -1 and similarity -inf
+            # where an approximate search found fewer than k rows) points at
+            # row 0 with similarity 0: finite logits and gradients, weight 0.
+            self.indices = graph.indices.masked_fill(outside, 0)
+            self.similarities = graph.similarities.masked_fill(outside, 0.0)
+            bias = torch.zeros(outside.shape, device=outside.device)
+            self.mask_bias = bias.masked_fill_(outside, float("-inf")).unsqueeze(1)
             self.empty_rows = torch.nonzero(~graph.mask.any(dim=1)).flatten()
         self.n_src = int(n_src)
         self._structures: dict[tuple, tuple] = {}
@@ -291,7 +301,7 @@ class _AttentionWeights(torch.autograd.Function):
             if adjacency.unmasked:
                 alpha = torch.softmax(logits, dim=-1)
             else:
-                logits.masked_fill_(adjacency.masked, float("-inf"))
+                logits += adjacency.mask_bias
                 # A masked slot's weight is exp(-inf) = 0. A row without real
                 # neighbours has only -inf logits, whose softmax is NaN: it is
                 # zeroed (GATConv sends such a row no message).

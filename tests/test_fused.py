@@ -21,6 +21,9 @@ def _graph(n_dst=60, n_src=80, k=6, seed=0, masked=True) -> NeighborGraph:
         return cosine_topk(queries, base, n_neighbors=k, threshold=-1.0)
     graph = cosine_topk(queries, base, n_neighbors=k, threshold=0.2)
     graph.mask[7] = False  # a row without any real neighbour
+    # A slot an approximate search left empty: index -1, similarity -inf.
+    graph.indices[3, -1], graph.similarities[3, -1] = -1, -float("inf")
+    graph.mask[3, -1] = False
     return graph
 
 
@@ -76,11 +79,14 @@ def test_aggregate_gradcheck_in_float64():
 
     out = aggregate(alpha.float(), x.float())
     assert out.shape == (12, heads, 3)
-    # Reference: per head, the dense [12, 15] matrix of attention weights.
+    # Reference: per head, the dense [12, 15] matrix of attention weights
+    # (slots that are not neighbours point at row 0 in the kernel's layout).
     dense = torch.zeros(heads, 12, 15, dtype=torch.float64)
     rows = torch.arange(12).repeat_interleave(4)
+    cols = adjacency.indices.reshape(-1)
     for h in range(heads):
-        dense[h, rows, graph.indices.reshape(-1)] = alpha.detach()[:, h].reshape(-1)
+        weights = alpha.detach()[:, h].reshape(-1)
+        dense[h].index_put_((rows, cols), weights, accumulate=True)
     expected = (dense @ x.detach().transpose(0, 1)).transpose(0, 1)
     torch.testing.assert_close(out.double(), expected, atol=1e-5, rtol=1e-5)
     assert torch.autograd.gradcheck(
