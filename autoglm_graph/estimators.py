@@ -144,8 +144,8 @@ _COMMON_PARAMS_DOC = """
         (``training.RECOVERY_EPOCHS``), runs on past the patience while it
         keeps falling. A graph refresh that raises the validation deviance by
         more than 0.5 %, and by more than the best value fell in the 5 epochs
-        before, ends the fit on its best epoch
-        (``training.REFRESH_JUMP_STOP``).
+        before, ends the fit on its best epoch when the patience would run
+        out before the next refresh (``training.REFRESH_JUMP_STOP``).
     tol : float, default=1e-4
         Relative improvement of validation deviance that resets the patience.
     callbacks : list or None, default=None

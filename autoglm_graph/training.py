@@ -277,7 +277,9 @@ RECOVERY_EPOCHS = 5
 #: (``benchmarks/results/refresh_bumps.md``): the patience then ran out inside
 #: the jump on the same best epoch. A network still improving faster than the
 #: jump (``synthetic_negative_binomial`` seed 1 at epoch 11: +0.6 % after 4 %
-#: in five epochs) recovers and is left to the patience.
+#: in five epochs) recovers and is left to the patience. The rule applies when
+#: the patience would run out before the next refresh (the default 10 and 10),
+#: not under a patience that outlasts the graph period.
 REFRESH_JUMP_STOP = 0.005
 REFRESH_GAIN_EPOCHS = 5
 
@@ -296,7 +298,8 @@ class EarlyStopping:
     in, gets the full patience. A refresh of the graphs that raises the
     validation deviance by more than :data:`REFRESH_JUMP_STOP`, and by more
     than the best value fell over the :data:`REFRESH_GAIN_EPOCHS` epochs
-    before, ends training. A network that has beaten the GLM and whose
+    before, ends training when the patience would run out before the next
+    refresh. A network that has beaten the GLM and whose
     validation deviance has fallen for :data:`RECOVERY_EPOCHS` epochs in a
     row is not stopped by the patience until it stops falling. The best epoch
     itself is tracked by the trainer regardless of ``tol``.
@@ -341,6 +344,16 @@ class EarlyStopping:
             return np.inf
         return self._bests[0] / self._bests[-1] - 1
 
+    def _patience_ends_before_next_refresh(self, trainer) -> bool:
+        """Whether the patience runs out before the graphs are refreshed again
+        (the jump rule's premise: a jump not recovered within this graph
+        period ends the fit anyway). False when the trainer has no graph
+        schedule; a long patience (``n_iter_no_change`` beyond the refresh
+        period) keeps its meaning."""
+        config = getattr(trainer, "config", None)
+        period = getattr(getattr(config, "graph", None), "refresh", None)
+        return period is not None and self.patience - self._bad_epochs < period
+
     def on_epoch_end(self, trainer: Trainer, logs: dict) -> bool:
         value = logs.get("val_deviance")
         if value is None:
@@ -362,7 +375,11 @@ class EarlyStopping:
         else:
             self._bad_epochs += 1
             refreshed = logs.get("graph_refreshed") and logs.get("epoch", 1) > 1
-            if refreshed and jump > max(REFRESH_JUMP_STOP, self._recent_gain()):
+            if (
+                refreshed
+                and self._patience_ends_before_next_refresh(trainer)
+                and jump > max(REFRESH_JUMP_STOP, self._recent_gain())
+            ):
                 return True
         self._bests = [*self._bests, self._best][-(REFRESH_GAIN_EPOCHS + 1) :]
         if self._bad_epochs >= self.patience:

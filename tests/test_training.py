@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -112,9 +113,10 @@ def test_patience_holds_while_a_network_recovers_steadily():
 
 
 def test_a_refresh_that_raises_the_validation_deviance_ends_the_fit():
-    def decisions(values, refreshed_at):
+    def decisions(values, refreshed_at, patience=10):
         trainer = _History(baseline=1.0)
-        stopper = EarlyStopping(patience=10, tol=0.0, screening=3)
+        trainer.config = SimpleNamespace(graph=SimpleNamespace(refresh=10))
+        stopper = EarlyStopping(patience=patience, tol=0.0, screening=3)
         return [
             stopper.on_epoch_end(
                 trainer,
@@ -129,6 +131,8 @@ def test_a_refresh_that_raises_the_validation_deviance_ends_the_fit():
     # The same rise without a refresh, or a small rise at one: the patience's.
     assert decisions([*flat, 0.72], {1}) == [False] * 10
     assert decisions([*flat, 0.702], {1, 10}) == [False] * 10
+    # A patience that outlasts the graph period keeps its meaning.
+    assert decisions([*flat, 0.72], {1, 10}, patience=20) == [False] * 10
     # Still improving faster than the jump (29 % in the five epochs before).
     falling = [0.9, 0.85, 0.8, 0.75, 0.7, 0.65, 0.62, 0.6, 0.58, 0.6]
     assert decisions(falling, {1, 10}) == [False] * 10
