@@ -96,7 +96,7 @@ class FixedDegreeAdjacency:
             self.similarities = graph.similarities.masked_fill(outside, 0.0)
             bias = torch.zeros(outside.shape, device=outside.device)
             self.mask_bias = bias.masked_fill_(outside, float("-inf")).unsqueeze(1)
-            self.empty_rows = torch.nonzero(~graph.mask.any(dim=1)).flatten()
+            self.empty_rows = torch.nonzero(outside.all(dim=1)).flatten()
         self.n_src = int(n_src)
         self._structures: dict[tuple, tuple] = {}
 
