@@ -910,8 +910,13 @@ class TrainingState:
     @torch.no_grad()
     def _update_ema(self) -> None:
         decay = self.config.ema_decay
-        for key, value in self.net.state_dict().items():
-            self._ema[key].mul_(decay).add_(value, alpha=1 - decay)
+        # One call per operation over all tensors, where a loop makes two per
+        # tensor: the same arithmetic, so the same values to the bit (125 vs
+        # 161 us an epoch for the default network's 28 tensors, one thread).
+        current = self.net.state_dict()
+        averages = list(self._ema.values())
+        torch._foreach_mul_(averages, decay)
+        torch._foreach_add_(averages, [current[k] for k in self._ema], alpha=1 - decay)
         self._ema_steps += 1
 
     @contextlib.contextmanager
@@ -931,8 +936,9 @@ class TrainingState:
         # 1.2 ms an epoch (3 % of one on 3,400 rows).
         held = self.net.state_dict(keep_vars=True)
         raw = {k: held[k].data for k in self._ema}
-        for key, value in self._ema.items():
-            held[key].data = value / correction
+        unbiased = torch._foreach_div(list(self._ema.values()), correction)
+        for key, value in zip(self._ema, unbiased, strict=True):
+            held[key].data = value
         try:
             yield
         finally:

@@ -283,3 +283,42 @@ def test_scalar_offset_is_the_same_offset_for_every_row(poisson_rows):
     np.testing.assert_array_equal(
         scalar.predict(X[:5], offset=0.5), full.predict(X[:5], offset=np.full(5, 0.5))
     )
+
+
+def test_weight_average_is_the_bias_corrected_average_of_the_steps():
+    from autoglm_graph import get_family
+    from autoglm_graph.modules import NetConfig
+
+    d = 0.8
+    config = training.Trainer(
+        net=NetConfig(3, 4, hidden_channels=8, heads=2),
+        family=get_family("poisson"),
+        n_outputs=1,
+        graph=training.GraphConfig("embedding", 4, None, 10),
+        learning_rate=1e-3,
+        weight_decay=0.0,
+        local_penalty=1.0,
+        max_epochs=3,
+        ema_decay=d,
+    )
+    state = training.TrainingState(config, config.net.build(seed=0))
+    params = dict(state.net.named_parameters())
+    state._ema = {k: torch.zeros_like(v) for k, v in state.net.state_dict().items()}
+    generator = torch.Generator().manual_seed(1)
+    steps = []
+    for _ in range(3):  # the weights after each of three steps
+        with torch.no_grad():
+            for p in params.values():
+                p.copy_(torch.randn(p.shape, generator=generator))
+        steps.append({k: p.detach().clone() for k, p in params.items()})
+        state._update_ema()
+    raw = {k: p.detach().clone() for k, p in params.items()}
+    with state._ema_weights():
+        for key, p in params.items():
+            average = sum(
+                (1 - d) * d ** (len(steps) - 1 - i) * w[key]
+                for i, w in enumerate(steps)
+            ) / (1 - d ** len(steps))
+            torch.testing.assert_close(p.detach(), average)
+    for key, p in params.items():  # the raw weights are back after the block
+        assert torch.equal(p.detach(), raw[key])
