@@ -10,8 +10,9 @@ import pytest
 import torch
 from sklearn.exceptions import ConvergenceWarning
 
-from autoglm_graph import GraphGLMRegressor, training
+from autoglm_graph import GraphGLMRegressor, get_family, training
 from autoglm_graph.datasets import make_varying_coefficients
+from autoglm_graph.modules import NetConfig
 from autoglm_graph.training import EarlyStopping
 
 SMALL = {"hidden_channels": 8, "heads": 2, "n_neighbors": 4}
@@ -286,9 +287,6 @@ def test_scalar_offset_is_the_same_offset_for_every_row(poisson_rows):
 
 
 def test_weight_average_is_the_bias_corrected_average_of_the_steps():
-    from autoglm_graph import get_family
-    from autoglm_graph.modules import NetConfig
-
     d = 0.8
     config = training.Trainer(
         net=NetConfig(3, 4, hidden_channels=8, heads=2),
