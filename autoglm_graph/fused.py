@@ -355,12 +355,21 @@ def _score_weights(lin: torch.nn.Module, att: Tensor) -> Tensor:
     return (weight * att.view(heads, channels, 1)).sum(dim=1)
 
 
+def source_projection(conv: GATConv, x_src: Tensor) -> tuple[Tensor, Tensor]:
+    """What a layer reads of its sources: ``lin_src(x_src)`` ``[m, heads *
+    channels]`` and the attention scores ``[m, heads]`` (the arguments
+    :func:`fixed_degree_gat` takes as ``projected``)."""
+    score_src = x_src @ _score_weights(conv.lin_src, conv.att_src).t()
+    return conv.lin_src(x_src), score_src
+
+
 def fixed_degree_gat(
     conv: GATConv,
     x: tuple[Tensor, Tensor],
     adjacency: FixedDegreeAdjacency,
     return_attention: bool = False,
     generator: torch.Generator | None = None,
+    projected: tuple[Tensor, Tensor] | None = None,
 ):
     """``conv((x_src, x_dst), edge_index, edge_attr=similarity)`` on a fixed layout.
 
@@ -378,6 +387,10 @@ def fixed_degree_gat(
         masked).
     generator : torch.Generator, default=None
         Source of the attention dropout's mask (None: torch's global one).
+    projected : (Tensor, Tensor), default=None
+        The sources' :func:`source_projection`, when the caller has it (then
+        ``x_src`` is not read): cached-state mini-batches project most sources
+        once an epoch, not at every step.
 
     Returns
     -------
@@ -388,11 +401,11 @@ def fixed_degree_gat(
     x_src, x_dst = x
     heads, channels = conv.heads, conv.out_channels
     n, m = adjacency.n_dst, adjacency.n_src
-    h_src = conv.lin_src(x_src).view(m, heads, channels)
     # Scores as [in, heads] products of the inputs: the destinations'
     # projection lin_dst(x_dst) is never formed (a [n, heads * channels]
     # product, and two element-wise passes over it and their backward).
-    score_src = x_src @ _score_weights(conv.lin_src, conv.att_src).t()  # [m, heads]
+    h_src, score_src = projected or source_projection(conv, x_src)
+    h_src = h_src.view(m, heads, channels)
     score_dst = x_dst @ _score_weights(conv.lin_dst, conv.att_dst).t()  # [n, heads]
     # lin_edge has no bias and the edge feature is one number, so its score is
     # the similarity times one weight per head.

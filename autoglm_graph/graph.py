@@ -132,6 +132,13 @@ class NeighborGraph:
             mask = mask & (similarities >= threshold)
         return NeighborGraph(self.indices[:, :k], similarities, mask)
 
+    def query_rows(self, rows: torch.Tensor) -> NeighborGraph:
+        """The lists of the query rows at positions ``rows``, their indices
+        still into the same base rows."""
+        return NeighborGraph(
+            self.indices[rows], self.similarities[rows], self.mask[rows]
+        )
+
     def without_own_group(self, group: torch.Tensor | None) -> NeighborGraph:
         """The rows among themselves with neighbours of a row's own group masked
         out (``group[i]`` is row ``i``'s); itself when ``group`` is None.

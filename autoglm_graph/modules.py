@@ -267,12 +267,18 @@ class GraphGLMNet(nn.Module):
         h_dst: Tensor,
         adjacency,
         return_attention: bool = False,
+        projected: tuple[Tensor, Tensor] | None = None,
     ):
         conv = self.convs[layer]
         attention = None
         if isinstance(adjacency, FixedDegreeAdjacency):
             out = fixed_degree_gat(
-                conv, (x_src, h_dst), adjacency, return_attention, self.generator
+                conv,
+                (x_src, h_dst),
+                adjacency,
+                return_attention,
+                self.generator,
+                projected=projected,
             )
             if return_attention:
                 out, alpha = out

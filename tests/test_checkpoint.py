@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 import pytest
 
-from autoglm_graph import Checkpoint, GraphGLMRegressor
+from autoglm_graph import Checkpoint, GraphGLMRegressor, training
 from autoglm_graph.datasets import make_varying_coefficients
 
 SMALL = dict(
@@ -78,6 +78,15 @@ def test_resumed_fit_equals_the_uninterrupted_one(rows, tmp_path, params):
     assert resumed.n_iter_ == whole.n_iter_ == 12
 
 
+def test_resumed_cached_state_fit_equals_the_uninterrupted_one(
+    rows, tmp_path, monkeypatch
+):
+    # The cached states (partition and layer inputs) are part of the record:
+    # resumed mid-way between refreshes, the steps read the same caches.
+    monkeypatch.setattr(training, "CACHED_STATE_MIN_ROWS", 100)
+    test_resumed_fit_equals_the_uninterrupted_one(rows, tmp_path, {})
+
+
 def test_checkpoint_of_another_fit_warns_and_starts_afresh(rows, tmp_path):
     X, y = rows
     path = tmp_path / "fit.ckpt"
@@ -101,7 +110,7 @@ def test_bad_every_is_refused(rows, tmp_path):
 
 CHILD = """
 import json, sys, time
-from autoglm_graph import Checkpoint, GraphGLMRegressor
+from autoglm_graph import Checkpoint, GraphGLMRegressor, training
 from autoglm_graph.datasets import make_varying_coefficients
 
 class Slow:

@@ -320,3 +320,47 @@ def test_weight_average_is_the_bias_corrected_average_of_the_steps():
             torch.testing.assert_close(p.detach(), average)
     for key, p in params.items():  # the raw weights are back after the block
         assert torch.equal(p.detach(), raw[key])
+
+
+def test_cached_state_steps_with_one_part_are_the_full_batch_steps(
+    poisson_rows, monkeypatch
+):
+    # One part holds every row: its sources are all fresh, so the cached-state
+    # step is the full-batch step (the pool summed back, rounding aside).
+    X, y = poisson_rows
+    params = dict(family="poisson", max_epochs=4, dropout=0.0, random_state=0)
+    full = GraphGLMRegressor(**params, **SMALL).fit(X, y)
+    monkeypatch.setattr(training, "CACHED_STATE_PARTS", 1)
+    monkeypatch.setattr(
+        training.TrainingState, "_uses_cached_states", lambda s, t: True
+    )
+    cached = GraphGLMRegressor(**params, **SMALL).fit(X, y)
+    losses = [h["train_loss"] for h in full.history_[1:]]
+    np.testing.assert_allclose(
+        [h["train_loss"] for h in cached.history_[1:]], losses, rtol=1e-5
+    )
+    np.testing.assert_allclose(cached.predict(X), full.predict(X), rtol=1e-4)
+
+
+def test_cached_state_steps_run_from_their_threshold_and_learn(monkeypatch):
+    X, y, _ = make_varying_coefficients(800, 3, family="poisson", random_state=0)
+    X, X_test, y, y_test = X[:400], X[400:], y[:400], y[400:]
+    steps = []
+    epoch = training.TrainingState._cached_state_epoch
+
+    def counting(self, optimizer, train, graph):
+        steps.append(train.y.shape[0])
+        return epoch(self, optimizer, train, graph)
+
+    monkeypatch.setattr(training.TrainingState, "_cached_state_epoch", counting)
+    params = dict(family="poisson", max_epochs=30, random_state=0, **SMALL)
+    n_train = 400 - round(0.1 * 400)
+    monkeypatch.setattr(training, "CACHED_STATE_MIN_ROWS", n_train + 1)
+    GraphGLMRegressor(**params).fit(X, y)
+    assert steps == []  # below the threshold: full-batch steps
+    monkeypatch.setattr(training, "CACHED_STATE_MIN_ROWS", n_train)
+    model = GraphGLMRegressor(**params).fit(X, y)
+    assert steps and set(steps) == {n_train}
+    glm = GraphGLMRegressor(**{**params, "local_penalty": np.inf}).fit(X, y)
+    assert not model.is_global_only_
+    assert model.score(X_test, y_test) > glm.score(X_test, y_test) + 0.05
