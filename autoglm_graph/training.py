@@ -26,7 +26,7 @@ from ._random import on_device
 from .families import Family
 from .fused import source_projection
 from .graph import NeighborCache, NeighborGraph, refresh_graphs
-from .modules import GraphGLMNet, NetConfig, SourceStates
+from .modules import CHECKPOINT_MIN_ROWS, GraphGLMNet, NetConfig, SourceStates
 
 __all__ = [
     "AMP_DTYPES",
@@ -75,7 +75,8 @@ AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 #: +22 %): ``benchmarks/results/step_count.md``.
 CACHED_STATE_MIN_ROWS = 40_000
 #: Optimiser steps (parts of the training rows) per epoch from
-#: :data:`CACHED_STATE_MIN_ROWS` rows.
+#: :data:`CACHED_STATE_MIN_ROWS` rows; more where a part would reach
+#: :data:`~autoglm_graph.modules.CHECKPOINT_MIN_ROWS` rows (from 1M rows).
 CACHED_STATE_PARTS = 4
 
 
@@ -849,10 +850,10 @@ class TrainingState:
                     train.context, train.targets, self._adjacency(graph)
                 )
             order = torch.randperm(n, generator=net.generator, device=train.y.device)
-            parts = [
-                order[i::CACHED_STATE_PARTS].sort().values
-                for i in range(CACHED_STATE_PARTS)
-            ]
+            # Parts stay below the size whose activations a full-batch pass
+            # would recompute rather than keep (CHECKPOINT_MIN_ROWS).
+            n_parts = max(CACHED_STATE_PARTS, -(-n // CHECKPOINT_MIN_ROWS))
+            parts = [order[i::n_parts].sort().values for i in range(n_parts)]
             inputs = [x.float() for x in states.layers]
             self._cached = CachedStates(graph, parts, inputs)
             self._cached_parts = None
