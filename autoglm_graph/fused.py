@@ -359,8 +359,10 @@ def source_projection(conv: GATConv, x_src: Tensor) -> tuple[Tensor, Tensor]:
     """What a layer reads of its sources: ``lin_src(x_src)`` ``[m, heads *
     channels]`` and the attention scores ``[m, heads]`` (the arguments
     :func:`fixed_degree_gat` takes as ``projected``)."""
-    score_src = x_src @ _score_weights(conv.lin_src, conv.att_src).t()
-    return conv.lin_src(x_src), score_src
+    # The projection first, as before this function existed: the other order
+    # moved the fits' last bits (and with them some trajectories).
+    h_src = conv.lin_src(x_src)
+    return h_src, x_src @ _score_weights(conv.lin_src, conv.att_src).t()
 
 
 def fixed_degree_gat(
