@@ -121,9 +121,9 @@ _COMMON_PARAMS_DOC = """
     batch_size : int or None, default=None
         Destination rows per optimiser step (each with its L-hop
         neighbourhood); None trains full-batch up to 40,000 training rows
-        and, from there, with 4 steps an epoch, each over a quarter of the
+        and, from there, with 4-8 steps an epoch, each over a part of the
         rows while the other rows' states come from a cache
-        (``training.CACHED_STATE_MIN_ROWS``: a 100k-row fit takes about 0.6x
+        (``training.CACHED_STATE_MIN_ROWS``: a 100k-row fit takes about half
         the time, at the same test deviance). From 250,000 rows a pass, the
         network's activations are recomputed in the backward pass instead of
         kept (activation checkpointing), so a full-batch fit of 1M rows stays

@@ -32,6 +32,7 @@ __all__ = [
     "AMP_DTYPES",
     "CACHED_STATE_MIN_ROWS",
     "CACHED_STATE_PARTS",
+    "CACHED_STATE_PART_ROWS",
     "PROGRESS_DELAY_S",
     "SCREENING_EPOCHS",
     "SCREENING_EPOCHS_BELOW_GLM",
@@ -57,27 +58,38 @@ __all__ = [
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 #: From this many training rows (after the validation split) an epoch is
-#: ``CACHED_STATE_PARTS`` optimiser steps instead of one full-batch step. Each
-#: step's destinations are one part of the training rows (a random partition,
-#: drawn again at each graph refresh); the other rows, as sources, are read
-#: from a cache of their layer inputs, written when their own part last ran
-#: and projected by the current weights once an epoch (GNNAutoScale's
-#: historical embeddings, Fey et al., ICML 2021). A step then costs about its
-#: part's share of a full-batch one, and the parts need no two-hop
-#: neighbourhoods (exact mini-batches did: an epoch cost 3-4 full steps,
-#: ``patience.md``). At this size a full-batch gradient is far more exact than
-#: the fit needs: four steps an epoch reach the best epoch in about half the
-#: epochs. ``scale.py``'s synthetic data, 2 threads, seed 0: 100k rows 47.1 s
-#: against 88.1 s (41 epochs against 71), test deviance +0.12 %; 50k rows
-#: 12.1 s against 20.1 s, -0.66 %. Below it the cache costs more than the
-#: steps save, or the quality (the suite's 9k-32k-row sets: an epoch 1.13-1.7x
-#: a full-batch one, `cps1988` 1.49x the fit; on 3.4k rows `synthetic_gamma`
-#: +22 %): ``benchmarks/results/step_count.md``.
+#: several optimiser steps (:data:`CACHED_STATE_PARTS`) instead of one
+#: full-batch step. Each step's destinations are one part of the training
+#: rows (a random partition, drawn again at each graph refresh); the other
+#: rows, as sources, are read from a cache of their layer inputs, written when
+#: their own part last ran and projected by the current weights once an epoch
+#: (GNNAutoScale's historical embeddings, Fey et al., ICML 2021). A step then
+#: costs about its part's share of a full-batch one, and the parts need no
+#: two-hop neighbourhoods (exact mini-batches did: an epoch cost 3-4 full
+#: steps, ``patience.md``). At this size a full-batch gradient is far more
+#: exact than the fit needs, and the extra steps reach the best epoch in
+#: about half the epochs: ``scale.py``'s synthetic data, 2 threads, seed 0,
+#: 100k rows 40.2 s against 75.3-82.3 s (30 epochs against 71), test
+#: deviance 0.4975 against 0.4992; 50k rows 12.6 s against 19.0-20.1 s,
+#: 0.3903 against 0.3929 (``benchmarks/results/scale_fit_cached_states.md``).
+#: Below it the cache costs more than the steps save, or the quality (the
+#: suite's 9k-32k-row sets: an epoch 1.13-1.7x a full-batch one, `cps1988`
+#: 1.49x the fit; on 3.4k rows `synthetic_gamma` +22 %):
+#: ``benchmarks/results/step_count.md``.
 CACHED_STATE_MIN_ROWS = 40_000
 #: Optimiser steps (parts of the training rows) per epoch from
-#: :data:`CACHED_STATE_MIN_ROWS` rows; more where a part would reach
-#: :data:`~autoglm_graph.modules.CHECKPOINT_MIN_ROWS` rows (from 1M rows).
-CACHED_STATE_PARTS = 4
+#: :data:`CACHED_STATE_MIN_ROWS` rows: parts of about
+#: :data:`CACHED_STATE_PART_ROWS` rows, at least 4 and at most 8 of them (each
+#: part's step also writes ``[n, 64]`` caches and gradients over all sources,
+#: so very small parts of very many rows would cost more than they save), and
+#: more where a part would reach :data:`~autoglm_graph.modules.CHECKPOINT_MIN_ROWS`
+#: rows (from 2M rows). At 100k rows (90k training rows) 6 parts gave 41.6 s,
+#: 30 epochs and test deviance 0.4975, 4 parts 51.7-60.5 s, 41 epochs, 0.4998,
+#: 8 parts 37.9 s, 27 epochs, 0.5005 (full-batch: 0.4992);
+#: ``benchmarks/results/scale_fit_cached_states.md``.
+CACHED_STATE_PARTS = (4, 8)
+#: The part size :data:`CACHED_STATE_PARTS` aims at.
+CACHED_STATE_PART_ROWS = 15_000
 
 
 @dataclass
@@ -835,7 +847,7 @@ class TrainingState:
         return (
             self.config.batch_size is None
             and self.net.fused
-            and CACHED_STATE_PARTS > 1
+            and CACHED_STATE_PARTS[1] > 1
             and train.y.shape[0] >= CACHED_STATE_MIN_ROWS
         )
 
@@ -850,9 +862,11 @@ class TrainingState:
                     train.context, train.targets, self._adjacency(graph)
                 )
             order = torch.randperm(n, generator=net.generator, device=train.y.device)
+            fewest, most = CACHED_STATE_PARTS
+            n_parts = min(max(fewest, round(n / CACHED_STATE_PART_ROWS)), most)
             # Parts stay below the size whose activations a full-batch pass
             # would recompute rather than keep (CHECKPOINT_MIN_ROWS).
-            n_parts = max(CACHED_STATE_PARTS, -(-n // CHECKPOINT_MIN_ROWS))
+            n_parts = max(n_parts, -(-n // CHECKPOINT_MIN_ROWS))
             parts = [order[i::n_parts].sort().values for i in range(n_parts)]
             inputs = [x.float() for x in states.layers]
             self._cached = CachedStates(graph, parts, inputs)

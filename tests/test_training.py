@@ -330,7 +330,7 @@ def test_cached_state_steps_with_one_part_are_the_full_batch_steps(
     X, y = poisson_rows
     params = dict(family="poisson", max_epochs=4, dropout=0.0, random_state=0)
     full = GraphGLMRegressor(**params, **SMALL).fit(X, y)
-    monkeypatch.setattr(training, "CACHED_STATE_PARTS", 1)
+    monkeypatch.setattr(training, "CACHED_STATE_PARTS", (1, 1))
     monkeypatch.setattr(
         training.TrainingState, "_uses_cached_states", lambda s, t: True
     )
