@@ -847,7 +847,6 @@ class TrainingState:
         return (
             self.config.batch_size is None
             and self.net.fused
-            and CACHED_STATE_PARTS[1] > 1
             and train.y.shape[0] >= CACHED_STATE_MIN_ROWS
         )
 
@@ -897,7 +896,7 @@ class TrainingState:
                 [p.float() for p in source_projection(net.convs[layer], x)]
                 for layer, x in enumerate(inputs)
             ]
-        total_loss = total_dev = total_w = 0.0
+        steps = []  # (loss, deviance, weight) of each step
         order = torch.randperm(
             len(parts), generator=net.generator, device=train.y.device
         )
@@ -930,16 +929,13 @@ class TrainingState:
                     pairs = zip(projected[layer], own_projected[layer], strict=True)
                     for full, part in pairs:
                         full[positions] = part.float()
-            w = rows.weight.sum().item()
-            total_loss += loss.item() * w
-            total_dev += deviance.item() * w
-            total_w += w
-        return total_loss / total_w, total_dev / total_w
+            steps.append((loss.item(), deviance.item(), rows.weight.sum().item()))
+        return _weighted_epoch_means(steps)
 
     def _minibatch_epoch(self, optimizer, train: RowData, graph: NeighborGraph):
         n = train.y.shape[0]
         order = torch.randperm(n, device=train.y.device, generator=self.net.generator)
-        total_loss = total_dev = total_w = 0.0
+        steps = []  # (loss, deviance, weight) of each step
         for start in range(0, n, self.config.batch_size):
             batch = order[start : start + self.config.batch_size]
             nodes, sub_graph, position = khop_subgraph(
@@ -952,11 +948,8 @@ class TrainingState:
             loss, deviance = self._loss(delta[position], rows)
             if not self._backward_step(optimizer, loss):
                 continue  # this batch is skipped; the next ones run in fp32
-            w = rows.weight.sum().item()
-            total_loss += loss.item() * w
-            total_dev += deviance.item() * w
-            total_w += w
-        return total_loss / total_w, total_dev / total_w
+            steps.append((loss.item(), deviance.item(), rows.weight.sum().item()))
+        return _weighted_epoch_means(steps)
 
     def run(self, train: RowData, val: RowData | None) -> FittedGraphState | None:
         """The epochs; the selected state, or None when the global GLM wins."""
@@ -1120,6 +1113,13 @@ class TrainingState:
     def _snapshot(self, graph: NeighborGraph, epoch: int) -> FittedGraphState:
         state = {k: v.detach().clone() for k, v in self.net.state_dict().items()}
         return FittedGraphState(state_dict=state, train_graph=graph, epoch=epoch)
+
+
+def _weighted_epoch_means(steps: list[tuple]) -> tuple[float, float]:
+    """An epoch's (loss, deviance) from its steps' ``(loss, deviance,
+    weight)``: their means weighted by the rows' total weight."""
+    loss, deviance, weight = np.asarray(steps, dtype=float).T
+    return float(loss @ weight / weight.sum()), float(deviance @ weight / weight.sum())
 
 
 def _graph_dict(graph: NeighborGraph | None) -> dict | None:
