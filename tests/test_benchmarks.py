@@ -173,6 +173,27 @@ def test_defaults_sets_a_module_constant_for_one_fit_only(monkeypatch):
     assert fit["epochs"] >= 1 and math.isfinite(fit["deviance"])
 
 
+def test_defaults_model_seed_spread_is_within_splits_only(monkeypatch):
+    """The spread of one fit is the model seeds' noise on a split: a shift
+    between splits (a harder split) is not counted in it."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    defaults = importlib.import_module("defaults")
+    key = "deviance 0.006"
+    rest = {"epochs 0.006": 10, "s 0.006": 1.0}
+    fits = [
+        {"dataset": "d", "seed": 0, key: 1.0, **rest},
+        {"dataset": "d", "seed": 0, key: 3.0, **rest},
+        {"dataset": "d", "seed": 1, key: 11.0, **rest},
+        {"dataset": "d", "seed": 1, key: 13.0, **rest},
+    ]
+    # Residuals +-1 in each split, 2 degrees of freedom: sd sqrt(4 / 2).
+    assert defaults.model_seed_spread(fits, key) == pytest.approx(math.sqrt(2) / 7)
+    table = defaults.per_dataset(fits, [0.006])
+    assert table[0]["mean deviance 0.006"] == 7.0
+    assert table[0]["one fit's spread 0.006"] == f"{math.sqrt(2) / 7:.2%}"
+    assert math.isnan(defaults.model_seed_spread(fits[::2], key))
+
+
 def test_exact_search_benchmark_compares_equal_lists(monkeypatch):
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     exact_search = importlib.import_module("exact_search")
