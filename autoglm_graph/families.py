@@ -628,28 +628,31 @@ class NegativeBinomialFamily(Family):
 
         The root of the score in ``r = 1/theta`` (digamma terms, exact to
         rounding, so theta is found to ~1e-14 rather than the ~1e-8 of a
-        minimiser), by Brent's method on ``log(r)``; clipped to
-        ``[THETA_MIN, THETA_MAX]``: ``THETA_MIN`` when the data show no
+        minimiser), by Brent's method on ``log(r)`` within the first step of
+        a grid over ``[1/THETA_MAX, 1/THETA_MIN]`` where the score turns
+        negative; ``THETA_MIN`` when it never does: the data show no
         overdispersion (the likelihood then increases towards the Poisson
-        limit ``theta -> 0``).
+        limit ``theta -> 0``). Brent's method on the whole range converged to
+        its Poisson end on overdispersed data with scipy 1.17: the score there
+        is within rounding of zero and changes sign on its noise.
         """
         y, mu = np.asarray(y, dtype=np.float64), np.asarray(mu, dtype=np.float64)
         w = np.ones_like(y) if sample_weight is None else np.asarray(sample_weight)
 
         def score(log_r: float) -> float:
             r = math.exp(log_r)
-            terms = (
-                digamma(y + r) - digamma(r) + np.log(r / (r + mu)) + (mu - y) / (r + mu)
-            )
+            terms = digamma(y + r) - digamma(r) - np.log1p(mu / r) + (mu - y) / (r + mu)
             return float(w @ terms)
 
-        low, high = -math.log(THETA_MAX), -math.log(THETA_MIN)
-        s_low, s_high = score(low), score(high)
-        if s_low <= 0:  # decreasing in r from the start: theta at its maximum
+        grid = np.linspace(-math.log(THETA_MAX), -math.log(THETA_MIN), 38)
+        if score(grid[0]) <= 0:  # decreasing in r from the start: theta at its maximum
             return THETA_MAX
-        if s_high >= 0:  # still increasing: no overdispersion
+        turn = next((i for i in range(1, grid.size) if score(grid[i]) < 0), None)
+        if turn is None:  # still increasing: no overdispersion
             return THETA_MIN
-        log_r = brentq(score, low, high, xtol=1e-14, rtol=4 * np.finfo(float).eps)
+        log_r = brentq(
+            score, grid[turn - 1], grid[turn], xtol=1e-14, rtol=4 * np.finfo(float).eps
+        )
         log_theta = -log_r
         return float(min(max(math.exp(log_theta), THETA_MIN), THETA_MAX))
 

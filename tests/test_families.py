@@ -520,6 +520,20 @@ def test_negative_binomial_theta_maximises_the_likelihood():
     )
 
 
+def test_negative_binomial_theta_is_the_first_root_of_the_score():
+    # The score is within rounding of zero at the Poisson end of the range:
+    # Brent's method on the whole range converged there (theta 1e-8) with
+    # scipy 1.17 on these rows, whose theta is 0.25.
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((400, 2))[:, 0]
+    mu = np.exp(0.5 + 0.4 * x)
+    y = rng.negative_binomial(4, 1 / (1 + 0.25 * mu))
+    theta = NegativeBinomialFamily.estimate_theta(y, mu)
+    assert 0.1 < theta < 0.5
+    ll = NegativeBinomialFamily.log_likelihood
+    assert ll(y, mu, theta) > max(ll(y, mu, theta * 1.01), ll(y, mu, theta / 1.01))
+
+
 def test_negative_binomial_theta_without_overdispersion():
     rng = np.random.default_rng(1)
     mu = np.full(3000, 4.0)
