@@ -149,7 +149,12 @@ _COMMON_PARAMS_DOC = """
         keeps falling. A graph refresh that raises the validation deviance by
         more than 0.5 %, and by more than the best value fell in the 5 epochs
         before, ends the fit on its best epoch when the patience would run
-        out before the next refresh (``training.REFRESH_JUMP_STOP``).
+        out before the next refresh (``training.REFRESH_JUMP_STOP``). A
+        network that has beaten the GLM stops once its best epoch of the last
+        ``n_iter_no_change`` epochs beats the best one before them by no more
+        than one standard error over the validation rows
+        (``training.STALL_STANDARD_ERRORS``): a best value that creeps down
+        within the validation rows' noise.
     tol : float, default=1e-4
         Relative improvement of validation deviance that resets the patience.
     callbacks : list or None, default=None

@@ -180,6 +180,67 @@ def test_a_network_stalled_below_the_glm_gets_the_shorter_screening():
     assert decisions == [False] * 4
 
 
+class _UnitSelector(_Selector):
+    """A selector whose best epoch's per-row deviances the test sets."""
+
+    def __init__(self, n_rows: int) -> None:
+        super().__init__(ahead=True)
+        self.weight = torch.ones(n_rows, dtype=torch.float64)
+        self.best_unit = None
+
+
+def _stall_decisions(units, values, n_rows=400, patience=4):
+    """The stopper's decisions when after epoch ``i`` the best epoch's per-row
+    validation deviances are ``units[i]`` and its mean is ``values[i]``."""
+    trainer = _History(baseline=1.0)
+    trainer.selector = _UnitSelector(n_rows)
+    stopper = EarlyStopping(patience=patience, tol=0.0, screening=3)
+    decisions = []
+    for unit, value in zip(units, values, strict=True):
+        trainer.selector.best_unit = unit
+        decisions.append(stopper.on_epoch_end(trainer, {"val_deviance": value}))
+    return decisions
+
+
+def _best_rows(values, rows):
+    """Each epoch's best epoch's rows: ``rows[j]`` of the last new best ``j``."""
+    best_epochs = [int(np.argmin(values[: i + 1])) for i in range(len(values))]
+    return [rows[j] for j in best_epochs]
+
+
+def test_a_best_value_that_creeps_down_within_its_noise_stops_the_fit():
+    rng = np.random.default_rng(0)
+    # A new best every other epoch, each 0.002 lower on average.
+    values = (0.8, 0.81, 0.798, 0.81, 0.796, 0.81, 0.794, 0.81)
+    noise = torch.from_numpy(rng.normal(0.0, 0.2, (len(values), 400)))
+    noise -= noise.mean(dim=1, keepdim=True)  # each epoch's mean is its value
+    # Each best epoch's rows move independently: a gain of 0.004 over the
+    # window of patience + 1 epochs against a standard error of about 0.014.
+    moving = _best_rows(values, [v + noise[i] for i, v in enumerate(values)])
+    gain, gain_se = training.paired_gain(moving[0], moving[4], torch.ones(400))
+    assert 0 < gain <= training.STALL_STANDARD_ERRORS * gain_se
+    assert _stall_decisions(moving, values) == [False] * 4 + [True] * 4
+    # The same means with every row lower by the same amount: a real gain.
+    steady = _best_rows(values, [v + noise[0] for v in values])
+    assert _stall_decisions(steady, values) == [False] * 8
+
+
+def test_the_stall_rule_waits_while_a_network_recovers():
+    rng = np.random.default_rng(1)
+    # A new best every epoch (five falls in a row by epoch 5), each by less
+    # than the rows' noise: the recovery holds the stall's stop.
+    values = tuple(0.9 - 0.001 * i for i in range(8))
+    noise = torch.from_numpy(rng.normal(0.0, 0.2, (len(values), 400)))
+    noise -= noise.mean(dim=1, keepdim=True)
+    moving = [v + noise[i] for i, v in enumerate(values)]
+    assert _stall_decisions(moving, values) == [False] * 8
+    # The same rows with a rise every third epoch: stopped once the window is full.
+    bumpy = tuple(v + 0.01 * (i % 3 == 2) for i, v in enumerate(values))
+    assert _stall_decisions(_best_rows(bumpy, moving), bumpy)[4:] == [True] * 4
+    # No best epoch before the window: nothing to compare.
+    assert _stall_decisions([None] * 6, (0.9,) * 6, patience=10) == [False] * 6
+
+
 def test_network_that_cannot_beat_the_glm_stops_early():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(600, 4))
