@@ -426,24 +426,25 @@ class EarlyStopping:
             return np.inf
         return self._bests[0] / self._bests[-1] - 1
 
+    def _recovering(self) -> bool:
+        """A network that has beaten the GLM and is still falling steadily."""
+        return self._beaten_glm and self._falls >= RECOVERY_EPOCHS
+
     def _stalled(self, trainer) -> bool:
         """Whether the best epoch of the last ``patience`` epochs beats the
         best one before them by no more than :data:`STALL_STANDARD_ERRORS`
         standard errors (False before a best epoch that far back, and while
         the network recovers)."""
-        selector = getattr(trainer, "selector", None)
-        units = [*self._best_units, getattr(selector, "best_unit", None)]
-        self._best_units = units[-(self.patience + 1) :]
         before, now = self._best_units[0], self._best_units[-1]
         if (
             len(self._best_units) <= self.patience
             or not self._beaten_glm
             or before is None
             or now is None
-            or self._falls >= RECOVERY_EPOCHS
+            or self._recovering()
         ):
             return False
-        gain, gain_se = paired_gain(before, now, selector.weight)
+        gain, gain_se = paired_gain(before, now, trainer.selector.weight)
         return gain <= STALL_STANDARD_ERRORS * gain_se
 
     def _patience_ends_before_next_refresh(self, trainer) -> bool:
@@ -484,11 +485,12 @@ class EarlyStopping:
             ):
                 return True
         self._bests = [*self._bests, self._best][-(REFRESH_GAIN_EPOCHS + 1) :]
+        best_unit = getattr(getattr(trainer, "selector", None), "best_unit", None)
+        self._best_units = [*self._best_units, best_unit][-(self.patience + 1) :]
         if self._stalled(trainer):
             return True
         if self._bad_epochs >= self.patience:
-            recovering = self._beaten_glm and self._falls >= RECOVERY_EPOCHS
-            return not recovering
+            return not self._recovering()
         screening = self.screening_below_glm if self._beaten_glm else self.screening
         screened_out = self._bad_epochs >= screening and not falling
         if not screened_out:
