@@ -120,7 +120,7 @@ _COMMON_PARAMS_DOC = """
         mini-batches when ``batch_size`` is set).
     batch_size : int or None, default=None
         Destination rows per optimiser step (each with its L-hop
-        neighbourhood); None trains full-batch up to 40,000 training rows
+        neighbourhood); None trains full-batch up to 30,000 training rows
         and, from there, with 4-8 steps an epoch, each over a part of the
         rows while the other rows' states come from a cache
         (``training.CACHED_STATE_MIN_ROWS``: a 100k-row fit takes about half
