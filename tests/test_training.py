@@ -152,7 +152,9 @@ def test_full_patience_only_when_ahead_by_one_standard_error():
     for ahead, expected in ((False, [False] * 4 + [True]), (True, [False] * 5)):
         trainer = _History(baseline=1.0)
         trainer.selector = _Selector(ahead)
-        stopper = EarlyStopping(patience=10, tol=0.0, screening=3)
+        stopper = EarlyStopping(
+            patience=10, tol=0.0, screening=3, screening_below_glm=3
+        )
         decisions = [stopper.on_epoch_end(trainer, {"val_deviance": v}) for v in values]
         assert decisions == expected
 
