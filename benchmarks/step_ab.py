@@ -71,8 +71,12 @@ def random_graph(n: int, k: int, seed: int):
     )
 
 
-def make_step(package, n: int, n_features: int, seed: int, state=None):
-    """A closure running one training step of ``package``'s network, and its weights."""
+def make_step(package, n: int, n_features: int, seed: int, state=None, prepare=None):
+    """A closure running one training step of ``package``'s network, and its weights.
+
+    ``prepare(net)``, when given, runs on the network before the step is built
+    (``compile_step.py`` compiles parts of it there).
+    """
     modules = importlib.import_module(f"{package.__name__}.modules")
     graph_module = importlib.import_module(f"{package.__name__}.graph")
     generator = torch.Generator().manual_seed(seed)
@@ -87,6 +91,8 @@ def make_step(package, n: int, n_features: int, seed: int, state=None):
     net.generator = torch.Generator().manual_seed(seed)
     graph = graph_module.NeighborGraph(*random_graph(n, 16, seed))
     adjacency = net.adjacency(graph, n)
+    if prepare is not None:
+        prepare(net)
     # Fused, as training's (TrainingState.run): the step timed is the fit's.
     optimizer = torch.optim.AdamW(net.parameters(), lr=1e-6, fused=True)
 
