@@ -40,8 +40,6 @@ def run_mode(mode: str, n: int, repeats: int) -> dict:
 
     import autoglm_graph
 
-    torch.set_num_threads(1)
-
     def prepare(net) -> None:
         if mode == "encoder":
             net.encoder = torch.compile(net.encoder, dynamic=False)
@@ -74,6 +72,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--out", type=Path, default=None, help="write <out>.md")
     args = parser.parse_args(argv)
     if args.child:
+        import torch
+
+        torch.set_num_threads(1)
         mode, n = args.child
         print(json.dumps(run_mode(mode, int(n), args.repeats)))
         return []

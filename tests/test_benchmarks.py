@@ -206,6 +206,20 @@ def test_exact_search_benchmark_compares_equal_lists(monkeypatch):
     assert graph._FAISS_EXACT_MIN_ROWS == threshold  # put back for other fits
 
 
+def test_compile_step_times_a_step_and_make_step_runs_its_prepare_hook(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    compile_step = importlib.import_module("compile_step")
+    step_ab = importlib.import_module("step_ab")
+    import autoglm_graph
+    from autoglm_graph.modules import GraphGLMNet
+
+    row = compile_step.run_mode("eager", 300, repeats=2)
+    assert row["mode"] == "eager" and row["step ms"] > 0
+    prepared = []
+    step_ab.make_step(autoglm_graph, 200, 4, 0, prepare=prepared.append)
+    assert len(prepared) == 1 and isinstance(prepared[0], GraphGLMNet)
+
+
 def test_refresh_bumps_scores_each_refresh_and_leaves_the_fit_alone(monkeypatch):
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     refresh_bumps = importlib.import_module("refresh_bumps")
