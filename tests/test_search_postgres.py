@@ -40,6 +40,9 @@ from optuna.distributions import FloatDistribution, IntDistribution
 
 url, study = sys.argv[3], sys.argv[4]
 n_trials, epochs = int(sys.argv[5]), int(sys.argv[6])
+if int(sys.argv[7]):  # every trial runs its epochs: no screening out
+    from autoglm_graph import training
+    training.SCREENING_EPOCHS = training.SCREENING_EPOCHS_BELOW_GLM = epochs
 X, y, _ = make_varying_coefficients(300, 3, family="poisson", random_state=0)
 est = GraphGLMRegressor(
     family="poisson", max_epochs=epochs, hidden_channels=16, heads=2,
@@ -113,9 +116,10 @@ def postgres_url():
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _workers(tmp_path, n, url, study, n_trials, epochs):
-    """``n`` worker processes, released together once all have imported."""
-    args = [url, study, n_trials, epochs]
+def _workers(tmp_path, n, url, study, n_trials, epochs, full_trials=False):
+    """``n`` worker processes, released together once all have imported;
+    with ``full_trials`` no trial is screened out before its last epoch."""
+    args = [url, study, n_trials, epochs, int(full_trials)]
     return start_together(tmp_path, n, WORKER, "search.fit(X, y)", args, name=study)
 
 
@@ -135,13 +139,17 @@ def _age(trial) -> float:
 #: Epochs of a trial of the kill test: its trials must last well beyond the
 #: poll's condition (all four workers mid-trial for 0.5 s). At 30 epochs a
 #: trial took about 0.5 s of CPU once fits got faster, and a CI run finished
-#: the whole study before that condition ever held.
+#: the whole study before that condition ever held. The screening is off in
+#: its workers too: a trial whose network does not beat the GLM ends after 3-7
+#: epochs, and a run of such trials finished the study first (1 run in 5).
 KILL_TEST_EPOCHS = 150
 
 
 def test_four_workers_one_killed_and_restarted(tmp_path, postgres_url):
     url, study, n_trials = postgres_url, "killed", 16
-    workers = _workers(tmp_path, 4, url, study, n_trials, epochs=KILL_TEST_EPOCHS)
+    workers = _workers(
+        tmp_path, 4, url, study, n_trials, epochs=KILL_TEST_EPOCHS, full_trials=True
+    )
     victim = workers[0]
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
@@ -165,7 +173,9 @@ def test_four_workers_one_killed_and_restarted(tmp_path, postgres_url):
     # the restarted one must fail the stale trial before it counts what is
     # left; otherwise that trial stays RUNNING for good.
     time.sleep(GRACE_PERIOD + HEARTBEAT_INTERVAL)
-    (restarted,) = _workers(tmp_path, 1, url, study, n_trials, epochs=KILL_TEST_EPOCHS)
+    (restarted,) = _workers(
+        tmp_path, 1, url, study, n_trials, epochs=KILL_TEST_EPOCHS, full_trials=True
+    )
     for w in [*workers[1:], restarted]:
         _, err = w.communicate(timeout=600)
         assert w.returncode == 0, err.decode()[-3000:]
