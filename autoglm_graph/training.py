@@ -308,8 +308,8 @@ SCREENING_EPOCHS = 5
 #: Epochs without improvement after which a network whose best epoch is below
 #: the GLM's validation deviance, but by less than one standard error, is given
 #: up (while its deviance is not falling). Such a network has stalled short of
-#: the rule that would keep it: on `nass_cds` (best epoch 3, 0.2 % below the
-#: GLM, flat after) the fit ends at epoch 7 instead of 10-12 at 3, 0.55x its
+#: the rule that would keep it: on `nass_cds` (best epoch 3 or 4, 0.2 % below
+#: the GLM, flat after) 3 ended the fit at epoch 7 instead of 10-12, 0.55x its
 #: seconds. A network still above the GLM keeps ``SCREENING_EPOCHS``: slow
 #: starters (the Belgian map's first falls below the GLM at epoch 4) are not
 #: affected. On 12 of the suite's 13 datasets that keep a network (not
