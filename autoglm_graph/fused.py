@@ -99,6 +99,10 @@ class FixedDegreeAdjacency:
             self.empty_rows = torch.nonzero(outside.all(dim=1)).flatten()
         self.n_src = int(n_src)
         self._structures: dict[tuple, tuple] = {}
+        #: The destinations' copies, where training found them
+        #: (:class:`~autoglm_graph.modules.DistinctRows`); None: every row
+        #: is computed.
+        self.distinct = None
 
     @property
     def n_dst(self) -> int:

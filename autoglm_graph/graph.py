@@ -139,6 +139,44 @@ class NeighborGraph:
             self.indices[rows], self.similarities[rows], self.mask[rows]
         )
 
+    def shared_by_duplicates(
+        self, first: torch.Tensor, inverse: torch.Tensor, atol: float = 1e-6
+    ) -> bool:
+        """Whether copies of a row (``first[inverse[i]]`` is row ``i``'s first
+        copy, as :func:`distinct_rows` gives) list copies of the same rows:
+        the same multiset of neighbours' ``inverse`` values at the same
+        similarities (to ``atol``), or, for a list of copies of one row only,
+        that row at any count (attention over equal states is that state).
+
+        Then any pass over features alone gives copies the same states
+        (:class:`~autoglm_graph.modules.DistinctRows`). A refresh builds such
+        lists from the same embedding, except that the exact search drops a
+        row's own slot (one copy fewer of its own value); a threshold or an
+        approximate search may not.
+        """
+        real = self.mask
+        ids = torch.where(real, inverse[self.indices.clamp(min=0)], -1)
+        ids, order = torch.sort(ids, dim=1, stable=True)
+        similarities = torch.where(real, self.similarities, 0.0).gather(1, order)
+        copy_of = first[inverse]
+        same = (ids == ids[copy_of]).all(dim=1) & (
+            (similarities - similarities[copy_of]).abs() <= atol
+        ).all(dim=1)
+        # One value only: the largest id equals the smallest real one.
+        largest = ids[:, -1]
+        smallest = torch.where(
+            real.any(dim=1), ids.masked_fill(ids < 0, largest.max() + 1).amin(dim=1), -2
+        )
+        single = (largest == smallest) & (largest >= 0)
+        similarity = similarities.amax(dim=1)
+        alike = (
+            single
+            & single[copy_of]
+            & (largest == largest[copy_of])
+            & ((similarity - similarity[copy_of]).abs() <= atol)
+        )
+        return bool((same | alike).all())
+
     def without_own_group(self, group: torch.Tensor | None) -> NeighborGraph:
         """The rows among themselves with neighbours of a row's own group masked
         out (``group[i]`` is row ``i``'s); itself when ``group`` is None.
@@ -828,6 +866,24 @@ def _refresh_distinct(
     )
     val = NeighborGraph(indices=q_candidates, similarities=q_sims, mask=q_valid)
     return train, val.narrowed(threshold=threshold)
+
+
+def distinct_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """``(first, inverse)``: the first row of each distinct value of ``rows``
+    (in the order of ``torch.unique``) and each row's position among them;
+    None when more than :data:`_REFRESH_DISTINCT_MAX_SHARE` of the rows are
+    distinct (then sharing work between copies saves little)."""
+    n = rows.shape[0]
+    if n == 0 or _distinct_lower_bound(rows) > _REFRESH_DISTINCT_MAX_SHARE * n:
+        return None
+    _, inverse = torch.unique(rows, dim=0, return_inverse=True)
+    n_distinct = int(inverse.max()) + 1
+    if n_distinct > _REFRESH_DISTINCT_MAX_SHARE * n:
+        return None
+    positions = torch.arange(n, device=rows.device)
+    first = torch.full((n_distinct,), n, device=rows.device, dtype=positions.dtype)
+    first = first.scatter_reduce(0, inverse, positions, "amin")
+    return first, inverse
 
 
 def _distinct_lower_bound(rows: torch.Tensor) -> int:

@@ -18,13 +18,14 @@ from torch.utils.checkpoint import checkpoint
 from torch_geometric.nn import GATConv, GATv2Conv
 
 from ._random import BUILD_LOCK, dropout, replay_context
-from .fused import FixedDegreeAdjacency, fixed_degree_gat
+from .fused import FixedDegreeAdjacency, fixed_degree_gat, source_projection
 from .graph import NeighborGraph
 
 __all__ = [
     "CHECKPOINT_MIN_ROWS",
     "CONVS",
     "MESSAGE_PASSING",
+    "DistinctRows",
     "EdgeListAdjacency",
     "GraphGLMNet",
     "NetConfig",
@@ -58,6 +59,7 @@ class EdgeListAdjacency:
     def __init__(self, graph: NeighborGraph) -> None:
         self.edge_index, weight = graph.to_edge_index()
         self.edge_attr = weight.unsqueeze(1)
+        self.distinct = None  # the copies' shortcut is the fused path's
 
 
 def edge_list(adjacency) -> Tensor:
@@ -67,6 +69,34 @@ def edge_list(adjacency) -> Tensor:
     rows = torch.arange(adjacency.n_dst, device=adjacency.indices.device)
     rows = rows.unsqueeze(1).expand_as(adjacency.mask)
     return torch.stack([adjacency.indices[adjacency.mask], rows[adjacency.mask]])
+
+
+@dataclass
+class DistinctRows:
+    """Training rows that share their context and their neighbours' contexts.
+
+    Such rows get the same encoder output and, in the layers before the last
+    (which see features only), the same states: a transductive pass computes
+    those once per distinct row and copies them out. ``tuna`` has 327
+    distinct rows in 10,273, ``cps1988`` 5,581 in 21,116: the encoder and the
+    first layer are about half of a training step there, and ``cps1988``'s
+    epochs take 0.77x as long (``benchmarks/results/distinct_rows.md``;
+    ``tuna``'s groups give copies other lists). Dropout masks are then drawn
+    per distinct row, so copies share them.
+
+    Attributes
+    ----------
+    rows : Tensor of shape (d,)
+        One row of each distinct context.
+    inverse : Tensor of shape (n,)
+        Each row's position in ``rows``.
+    adjacency : FixedDegreeAdjacency
+        The neighbour lists of ``rows`` (destinations) among all ``n`` rows.
+    """
+
+    rows: Tensor
+    inverse: Tensor
+    adjacency: FixedDegreeAdjacency
 
 
 @dataclass
@@ -350,10 +380,16 @@ class GraphGLMNet(nn.Module):
                 context_fn=lambda: replay_context(self.generator),
             )
 
-        h = run(self.encode, context) if z is None else z
-        embedding = h
-        layers = []
-        for layer in range(self.num_layers):
+        distinct = getattr(adjacency, "distinct", None)
+        first_layer = 0
+        if distinct is not None and z is None and not recompute:
+            h, layers = self._distinct_feature_layers(context, distinct)
+            first_layer = self.num_layers - 1
+        else:
+            h = run(self.encode, context) if z is None else z
+            layers = []
+        embedding = layers[0] if layers else h
+        for layer in range(first_layer, self.num_layers):
             if layer == self.num_layers - 1:
                 # Pool before the outcome layer: the pool must not carry targets.
                 pooled = h.mean(dim=0)
@@ -366,6 +402,24 @@ class GraphGLMNet(nn.Module):
         if not head:
             return states
         return run(self._head, h, pooled), states
+
+    def _distinct_feature_layers(
+        self, context: Tensor, distinct: DistinctRows
+    ) -> tuple[Tensor, list[Tensor]]:
+        """The encoder and the layers before the last over ``distinct.rows``
+        only, copied out to every row: the last layer's input ``h`` and the
+        earlier layers' source inputs (``[n, hidden]`` each)."""
+        inverse = distinct.inverse
+        h = self.encode(context[distinct.rows])
+        layers = []
+        for layer in range(self.num_layers - 1):
+            layers.append(h[inverse])
+            # Projection is linear: project the distinct rows, then copy.
+            projected = tuple(
+                p[inverse] for p in source_projection(self.convs[layer], h)
+            )
+            h, _ = self._layer(layer, None, h, distinct.adjacency, projected=projected)
+        return h[inverse], layers
 
     def forward_query(
         self,

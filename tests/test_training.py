@@ -427,3 +427,98 @@ def test_cached_state_steps_run_from_their_threshold_and_learn(monkeypatch):
     glm = GraphGLMRegressor(**{**params, "local_penalty": np.inf}).fit(X, y)
     assert not model.is_global_only_
     assert model.score(X_test, y_test) > glm.score(X_test, y_test) + 0.05
+
+
+def _copies(n: int, seed: int = 0):
+    """Poisson rows whose features are rounded to a grid: many copies of
+    each distinct row, the outcomes still those of the varying model."""
+    X, y, _ = make_varying_coefficients(n, 3, family="poisson", random_state=seed)
+    return np.round(X), y
+
+
+def test_copies_are_computed_once_in_the_feature_layers_with_the_same_result():
+    from autoglm_graph.graph import distinct_rows, refresh_graphs
+    from autoglm_graph.modules import DistinctRows, GraphGLMNet
+
+    torch.manual_seed(0)
+    X, _ = _copies(600)
+    context = torch.as_tensor(X, dtype=torch.float32)
+    targets = torch.randn(600, 2)
+    net = GraphGLMNet(3, 4, hidden_channels=16, heads=2, target_channels=2)
+    torch.nn.init.normal_(net.head[-1].weight)  # a delta that is not zero
+    with torch.no_grad():
+        graph, _ = refresh_graphs(net.encode(context), None, n_neighbors=8)
+    first, inverse = distinct_rows(context)
+    assert first.numel() < 300 and torch.equal(context[first][inverse], context)
+    assert graph.shared_by_duplicates(first, inverse)
+    every_row = net.adjacency(graph, 600)
+    shared = net.adjacency(graph, 600)
+    shared.distinct = DistinctRows(
+        first, inverse, net.adjacency(graph.query_rows(first), 600)
+    )
+    encoded = []
+    net.encoder.register_forward_hook(lambda m, i, out: encoded.append(len(out)))
+    results = []
+    for adjacency in (every_row, shared):
+        net.zero_grad()
+        delta, states = net(context, targets, adjacency)
+        (delta**2).sum().backward()
+        grads = [p.grad.clone() for p in net.parameters()]
+        results.append((delta.detach(), states, grads))
+    assert encoded == [600, first.numel()]
+    (delta, states, grads), (delta_s, states_s, grads_s) = results
+    torch.testing.assert_close(delta_s, delta)
+    for a, b in zip(states_s.layers, states.layers, strict=True):
+        torch.testing.assert_close(a, b)
+    # Summed in another order: rounding, on the scale of the largest gradient
+    # (the destinations' attention scores cancel in the softmax when all of a
+    # row's neighbours are copies of one row, so theirs is rounding alone).
+    scale = max(float(g.abs().max()) for g in grads)
+    for a, b in zip(grads_s, grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6 * scale)
+
+
+def test_copies_with_other_neighbours_are_not_shared():
+    from autoglm_graph.graph import NeighborGraph, distinct_rows
+
+    context = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])
+    first, inverse = distinct_rows(context)
+    indices = torch.tensor([[1, 2], [0, 3], [3, 0], [2, 1]])
+    sims = torch.tensor([[1.0, 0.5], [1.0, 0.5], [1.0, 0.5], [1.0, 0.5]])
+    mask = torch.ones(4, 2, dtype=torch.bool)
+    assert NeighborGraph(indices, sims, mask).shared_by_duplicates(first, inverse)
+    # Row 1's second neighbour masked (another group's rule): its list differs.
+    masked = mask.clone()
+    masked[1, 1] = False
+    graph = NeighborGraph(indices, sims, masked)
+    assert not graph.shared_by_duplicates(first, inverse)
+    # A list of copies of one row only is alike at any count.
+    alone = NeighborGraph(
+        torch.tensor([[1, 1], [0, 0], [3, 3], [2, 2]]), torch.ones(4, 2), masked
+    )
+    assert alone.shared_by_duplicates(first, inverse)
+    assert distinct_rows(torch.eye(4)) is None  # all distinct: nothing to share
+
+
+def test_a_fit_on_copies_shares_their_states_and_learns(monkeypatch):
+    X, y = _copies(2000)
+    X, X_test, y, y_test = X[:1200], X[1200:], y[:1200], y[1200:]
+    shared = []
+    find = training.TrainingState._distinct_rows
+
+    def recording(self, graph, context):
+        found = find(self, graph, context)
+        shared.append(found is not None)
+        return found
+
+    monkeypatch.setattr(training.TrainingState, "_distinct_rows", recording)
+    params = dict(family="poisson", max_epochs=30, random_state=0, **SMALL)
+    model = GraphGLMRegressor(**params).fit(X, y)
+    assert shared and all(shared)
+    glm = GraphGLMRegressor(**{**params, "local_penalty": np.inf}).fit(X, y)
+    assert not model.is_global_only_
+    assert model.score(X_test, y_test) > glm.score(X_test, y_test) + 0.05
+    monkeypatch.setattr(training, "DISTINCT_ROWS", False)
+    shared.clear()
+    GraphGLMRegressor(**params).fit(X, y)
+    assert shared and not any(shared)
