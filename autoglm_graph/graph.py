@@ -144,38 +144,22 @@ class NeighborGraph:
     ) -> bool:
         """Whether copies of a row (``first[inverse[i]]`` is row ``i``'s first
         copy, as :func:`distinct_rows` gives) list copies of the same rows:
-        the same multiset of neighbours' ``inverse`` values at the same
-        similarities (to ``atol``), or, for a list of copies of one row only,
-        that row at any count (attention over equal states is that state).
+        the same multiset of neighbours' ``inverse`` values, at the same
+        similarities (to ``atol``).
 
         Then any pass over features alone gives copies the same states
-        (:class:`~autoglm_graph.modules.DistinctRows`). A refresh builds such
-        lists from the same embedding, except that the exact search drops a
-        row's own slot (one copy fewer of its own value); a threshold or an
-        approximate search may not.
+        (:class:`~autoglm_graph.modules.DistinctRows`). An embedding refresh
+        of the distinct rows builds such lists (``cps1988``); masking a row's
+        own group out does not (``tuna``'s copies lie in different groups).
         """
         real = self.mask
         ids = torch.where(real, inverse[self.indices.clamp(min=0)], -1)
         ids, order = torch.sort(ids, dim=1, stable=True)
         similarities = torch.where(real, self.similarities, 0.0).gather(1, order)
         copy_of = first[inverse]
-        same = (ids == ids[copy_of]).all(dim=1) & (
-            (similarities - similarities[copy_of]).abs() <= atol
-        ).all(dim=1)
-        # One value only: the largest id equals the smallest real one.
-        largest = ids[:, -1]
-        smallest = torch.where(
-            real.any(dim=1), ids.masked_fill(ids < 0, largest.max() + 1).amin(dim=1), -2
+        return torch.equal(ids, ids[copy_of]) and torch.allclose(
+            similarities, similarities[copy_of], rtol=0.0, atol=atol
         )
-        single = (largest == smallest) & (largest >= 0)
-        similarity = similarities.amax(dim=1)
-        alike = (
-            single
-            & single[copy_of]
-            & (largest == largest[copy_of])
-            & ((similarity - similarity[copy_of]).abs() <= atol)
-        )
-        return bool((same | alike).all())
 
     def without_own_group(self, group: torch.Tensor | None) -> NeighborGraph:
         """The rows among themselves with neighbours of a row's own group masked

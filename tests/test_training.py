@@ -492,11 +492,10 @@ def test_copies_with_other_neighbours_are_not_shared():
     masked[1, 1] = False
     graph = NeighborGraph(indices, sims, masked)
     assert not graph.shared_by_duplicates(first, inverse)
-    # A list of copies of one row only is alike at any count.
-    alone = NeighborGraph(
-        torch.tensor([[1, 1], [0, 0], [3, 3], [2, 2]]), torch.ones(4, 2), masked
-    )
-    assert alone.shared_by_duplicates(first, inverse)
+    # Or a copy's neighbour at another similarity.
+    other = sims.clone()
+    other[1, 1] = 0.4
+    assert not NeighborGraph(indices, other, mask).shared_by_duplicates(first, inverse)
     assert distinct_rows(torch.eye(4)) is None  # all distinct: nothing to share
 
 
