@@ -791,14 +791,13 @@ def _refresh_distinct(
     refresh of ``tuna`` (and of ``cps1988``) cost 13 % (20 %) of the fit.
     """
     m = Bn.shape[0]
-    if _distinct_lower_bound(Bn) > _REFRESH_DISTINCT_MAX_SHARE * m:
+    found = distinct_rows(Bn)
+    if found is None:
         return None
-    distinct, inverse, counts = torch.unique(
-        Bn, dim=0, return_inverse=True, return_counts=True
-    )
+    first, inverse = found
+    distinct = Bn[first]  # equal rows: torch.unique's values, in its order
     n_distinct = distinct.shape[0]
-    if n_distinct > _REFRESH_DISTINCT_MAX_SHARE * m:
-        return None
+    counts = torch.bincount(inverse, minlength=n_distinct)
     device = Bn.device
     k = min(n_neighbors, m - 1)
     # The distinct vectors' own neighbours (exact: ties to the lower vector).
