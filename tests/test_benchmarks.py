@@ -220,6 +220,27 @@ def test_compile_step_times_a_step_and_make_step_runs_its_prepare_hook(monkeypat
     assert len(prepared) == 1 and isinstance(prepared[0], GraphGLMNet)
 
 
+def test_row_order_permutes_rows_and_graph_consistently(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    row_order = importlib.import_module("row_order")
+    import torch
+
+    from autoglm_graph.graph import cosine_topk
+
+    context = torch.randn(200, 3, generator=torch.Generator().manual_seed(0))
+    graph = cosine_topk(context, n_neighbors=4)
+    for order in row_order.orders(context.numpy(), graph.indices.numpy()).values():
+        positions = torch.sort(torch.from_numpy(order)).values
+        assert torch.equal(positions, torch.arange(200))
+        x, permuted = row_order.permute(context, graph, order)
+        # New row i is old row order[i], and its neighbours are the same rows.
+        assert torch.equal(x, context[torch.from_numpy(order)])
+        assert torch.equal(x[permuted.indices], context[graph.indices[order]])
+    rows = row_order.compare(300, repeats=1)
+    assert [r["order"] for r in rows] == ["given", "rcm", "kmeans"]
+    assert all(r["step ms"] > 0 for r in rows)
+
+
 def test_refresh_bumps_scores_each_refresh_and_leaves_the_fit_alone(monkeypatch):
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     refresh_bumps = importlib.import_module("refresh_bumps")
