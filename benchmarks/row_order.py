@@ -10,7 +10,7 @@ against 3.0 ms when every neighbour lies within 300 positions, the values'
 gather 1.9 against 4.7 ms and the sampled product 3.9 against 7.1 ms.
 
 This measures what that is worth in a whole step: the default network's
-full-batch training step (as ``step_ab.make_step``, dropout 0.1, fused AdamW)
+full-batch training step (``step_ab.make_step``: dropout 0.1, fused AdamW)
 on ``make_varying_coefficients`` rows (d = 12, standardised) and their exact
 input-space graph (k = 16), with the rows and the graph permuted to
 
@@ -32,7 +32,6 @@ import argparse
 import shlex
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -76,27 +75,17 @@ def permute(context, graph, order: np.ndarray):
 
 def make_ordered_step(context, graph, order: np.ndarray, seed: int = 0):
     """A closure running one training step on the rows permuted by ``order``."""
-    from autoglm_graph.modules import GraphGLMNet
+    from step_ab import make_step
 
-    n = context.shape[0]
-    x, permuted = permute(context, graph, order)
-    targets = torch.randn(n, 2, generator=torch.Generator().manual_seed(seed))
-    torch.manual_seed(seed)
-    net = GraphGLMNet(N_FEATURES, N_FEATURES + 1, target_channels=2, dropout=0.1)
-    net.generator = torch.Generator().manual_seed(seed)
-    adjacency = net.adjacency(permuted, n)
-    optimizer = torch.optim.AdamW(net.parameters(), lr=1e-6, fused=True)
+    import autoglm_graph
 
-    def step() -> float:
-        start = time.perf_counter()
-        net.train()
-        delta, _ = net(x, targets, adjacency)
-        loss = delta.pow(2).mean() + 1e-3 * delta.sum()
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        return time.perf_counter() - start
-
+    step, _ = make_step(
+        autoglm_graph,
+        context.shape[0],
+        N_FEATURES,
+        seed,
+        rows=permute(context, graph, order),
+    )
     return step
 
 

@@ -71,17 +71,23 @@ def random_graph(n: int, k: int, seed: int):
     )
 
 
-def make_step(package, n: int, n_features: int, seed: int, state=None, prepare=None):
+def make_step(
+    package, n: int, n_features: int, seed: int, state=None, prepare=None, rows=None
+):
     """A closure running one training step of ``package``'s network, and its weights.
 
     ``prepare(net)``, when given, runs on the network before the step is built
-    (``compile_step.py`` compiles parts of it there).
+    (``compile_step.py`` compiles parts of it there). ``rows``, when given, is
+    ``(context, graph)``: the rows and neighbour lists to step on instead of
+    random ones (``row_order.py`` orders them).
     """
     modules = importlib.import_module(f"{package.__name__}.modules")
     graph_module = importlib.import_module(f"{package.__name__}.graph")
     generator = torch.Generator().manual_seed(seed)
     context = torch.randn(n, n_features, generator=generator)
     targets = torch.randn(n, 2, generator=generator)
+    if rows is not None:
+        context, graph = rows
     torch.manual_seed(seed)
     net = modules.GraphGLMNet(
         n_features, n_features + 1, target_channels=2, dropout=0.1
@@ -89,7 +95,8 @@ def make_step(package, n: int, n_features: int, seed: int, state=None, prepare=N
     if state is not None:
         net.load_state_dict(state)
     net.generator = torch.Generator().manual_seed(seed)
-    graph = graph_module.NeighborGraph(*random_graph(n, 16, seed))
+    if rows is None:
+        graph = graph_module.NeighborGraph(*random_graph(n, 16, seed))
     adjacency = net.adjacency(graph, n)
     if prepare is not None:
         prepare(net)
