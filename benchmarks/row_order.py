@@ -5,9 +5,10 @@ transpose, the sampled product and the gather of the transposed values) read
 the source rows at the positions the neighbour lists name. In the rows' given
 order those reads land anywhere in ``[n, 64]`` tensors of several MB; in an
 order where neighbours sit close together, most of them hit the cache. In
-isolation, at 16.7k rows x 4 heads x k = 16, the CSR product takes 1.5 ms
-against 3.0 ms when every neighbour lies within 300 positions, the values'
-gather 1.9 against 4.7 ms and the sampled product 3.9 against 7.1 ms.
+isolation (a microbenchmark not kept here; ``row_order.md``), at 16.7k rows x 4
+heads x k = 16, the CSR product took 1.5 ms against 3.0 ms when every
+neighbour lay within 300 positions, the values' gather 1.9 against 4.7 ms
+and the sampled product 3.9 against 7.1 ms.
 
 This measures what that is worth in a whole step: the default network's
 full-batch training step (``step_ab.make_step``: dropout 0.1, fused AdamW)
