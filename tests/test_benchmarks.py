@@ -241,6 +241,23 @@ def test_row_order_permutes_rows_and_graph_consistently(monkeypatch):
     assert all(r["step ms"] > 0 for r in rows)
 
 
+def test_step_ops_times_every_operator_of_a_step_by_kind(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    step_ops = importlib.import_module("step_ops")
+    import torch
+
+    plain, timed, per_step = step_ops.profile_step(300, repeats=2)
+    assert plain > 0 and timed > 0
+    kinds = {k for k, _ in per_step}
+    assert {"dense products", "sparse attention", "dropout masks"} <= kinds
+    # The CSR product is sparse attention, a dense addmm a dense product.
+    sparse = torch.eye(3).to_sparse_csr()
+    dense = torch.ones(3, 3)
+    assert step_ops.kind("addmm", (dense, sparse, dense)) == "sparse attention"
+    assert step_ops.kind("addmm", (dense, dense, dense)) == "dense products"
+    assert step_ops.kind("gelu", (dense,)) == "element-wise and other"
+
+
 def test_refresh_bumps_scores_each_refresh_and_leaves_the_fit_alone(monkeypatch):
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     refresh_bumps = importlib.import_module("refresh_bumps")
