@@ -69,9 +69,12 @@ FALLBACK_DATASETS = ("rwm5yr", "randhie", "wa_churn", "nass_cds")
 
 
 def parse_value(text: str):
-    """``"32"`` -> 32, ``"0.006"`` -> 0.006, ``"none"`` -> None, else the text."""
+    """``"32"`` -> 32, ``"0.006"`` -> 0.006, ``"none"`` -> None, ``"4,8"`` ->
+    ``(4, 8)`` (a module constant's tuple), else the text."""
     if text.lower() == "none":
         return None
+    if "," in text:
+        return tuple(parse_value(part) for part in text.split(","))
     for kind in (int, float):
         try:
             return kind(text)

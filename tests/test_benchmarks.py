@@ -171,6 +171,9 @@ def test_defaults_sets_a_module_constant_for_one_fit_only(monkeypatch):
     assert seen == [1]
     assert training.SCREENING_EPOCHS == saved
     assert fit["epochs"] >= 1 and math.isfinite(fit["deviance"])
+    # A tuple constant (an IVF ladder) is written with commas.
+    assert defaults.parse_value("4,6,8") == (4, 6, 8)
+    assert defaults.parse_value("0.006") == 0.006
 
 
 def test_defaults_model_seed_spread_is_within_splits_only(monkeypatch):
