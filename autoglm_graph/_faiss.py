@@ -321,9 +321,7 @@ class IVFIndex(_Index):
         ladder = [p for p in _NPROBE_LADDER if p <= most] or [most]
         with _faiss_threads(faiss):
             self.calibration = _calibrate(
-                lambda sample, k: faiss.knn(
-                    sample, self.data, k, metric=faiss.METRIC_INNER_PRODUCT
-                ),
+                lambda sample, k: _sample_topk(sample, self.data, k),
                 self._search_at,
                 ladder,
                 data,
@@ -338,6 +336,28 @@ class IVFIndex(_Index):
         params = import_faiss().SearchParametersIVF()
         params.nprobe = nprobe
         return self.index.search(data, k, params=params)
+
+
+def _sample_topk(
+    sample: np.ndarray, data: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Exact inner-product top-k of a calibration sample: ``(values, ids)``.
+
+    One product and ``torch.topk``: for the 250 sampled queries of an IVF
+    calibration this is a third of the time of ``faiss.knn``, whose blocked
+    search is made for many queries (one thread, 64 dimensions: 9.3 against
+    32.0 ms over 15k rows, 12.4 against 38.5 ms over 17.7k, 34 against 80 ms
+    over 36k; the same neighbours). A refresh calibrates twice (the training
+    rows' search and the validation rows').
+    """
+    products = torch.from_numpy(sample) @ torch.from_numpy(data).T
+    values, ids = torch.topk(products, min(k, data.shape[0]), dim=1)
+    values, ids = values.numpy(), ids.numpy()
+    missing = k - ids.shape[1]
+    if missing > 0:  # fewer rows than asked for: faiss's padding
+        values = np.pad(values, ((0, 0), (0, missing)), constant_values=-np.inf)
+        ids = np.pad(ids, ((0, 0), (0, missing)), constant_values=-1)
+    return values, ids
 
 
 def _search_at(index: Any, data: np.ndarray, k: int, ef: int):

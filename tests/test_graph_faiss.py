@@ -334,6 +334,22 @@ def test_ivf_recall_against_exact(make, monkeypatch):
     )
 
 
+def test_ivf_calibration_sample_search_is_faiss_exhaustive_search():
+    rng = np.random.default_rng(0)
+    data = rng.normal(size=(700, 8)).astype(np.float32)
+    data /= np.linalg.norm(data, axis=1, keepdims=True)
+    sample = data[::7].copy()
+    values, ids = _faiss._sample_topk(sample, data, 9)
+    inner_product = faiss.METRIC_INNER_PRODUCT
+    want_values, want_ids = faiss.knn(sample, data, 9, metric=inner_product)
+    np.testing.assert_allclose(values, want_values, atol=1e-6)
+    assert np.array_equal(np.sort(ids, axis=1), np.sort(want_ids, axis=1))
+    # Fewer rows than results asked for: padded as faiss pads.
+    values, ids = _faiss._sample_topk(sample[:3], data[:5], 7)
+    assert ids.shape == (3, 7) and (ids[:, 5:] == -1).all()
+    assert np.isneginf(values[:, 5:]).all() and np.isfinite(values[:, :5]).all()
+
+
 def test_ivf_index_params_trade_recall_for_time():
     X = _isotropic(3000)
     exact = cosine_topk(X, n_neighbors=8)
