@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -63,3 +65,16 @@ def mixed_target(mixed_frame: pd.DataFrame) -> np.ndarray:
         + 0.3 * X["member"]
     ).to_numpy(dtype=np.float64)
     return np.exp(eta + rng.normal(0.0, 0.2, size=len(X)))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Test ids must be the same in every process (pytest-xdist compares them):
+    an object's default repr carries its memory address."""
+    unstable = [
+        item.nodeid for item in items if re.search(r" at 0x[0-9a-f]+", item.nodeid)
+    ]
+    if unstable:
+        raise pytest.UsageError(
+            "Test ids that hold a memory address differ between processes; give "
+            f"these parametrizations ids: {unstable[:5]}"
+        )
