@@ -163,9 +163,10 @@ _COMMON_PARAMS_DOC = """
         "auto" (CUDA when available), "cpu", "cuda", ...
     precision : {"auto", "fp32", "bf16", "fp16"}, default="auto"
         Precision of the network under autocast; the GLM deviance and the
-        global GLM stay in float32 (float64 for the global fit). ``"auto"``:
-        bf16 on a GPU that supports it, else fp16 there (with a gradient
-        scaler), fp32 on a CPU (where bf16 measured no faster). A non-finite
+        global GLM stay in float32 (float64 for the global fit). ``"auto"`` is
+        fp32 on every device: bf16 measured no faster at the network's width
+        on a GPU or a CPU and moves results (``docs/decisions/precision.md``).
+        fp16 trains with a gradient scaler. A non-finite
         loss skips the step (fp16: the scaler lowers its scale; bf16: training
         falls back to fp32 with a warning); the model never holds NaN.
     random_state : int, RandomState instance or None, default=None
