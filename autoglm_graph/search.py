@@ -47,7 +47,7 @@ from ._optuna import (
 )
 from .estimators import GraphGLMClassifier, GraphGLMRegressor
 from .families import get_family
-from .graph import NeighborCache
+from .neighbors import NeighborCache
 
 __all__ = [
     "GRACE_PERIOD",
