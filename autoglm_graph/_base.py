@@ -271,8 +271,9 @@ class _BaseGraphGLM(BaseEstimator):
     def _fit(
         self, X, y, sample_weight=None, offset=None, groups=None, neighbor_cache=None
     ):
-        """``fit``; ``neighbor_cache`` (a :class:`~autoglm_graph.graph.NeighborCache`)
-        shares input-space neighbour searches between fits on the same rows
+        """``fit``; ``neighbor_cache``
+        (a :class:`~autoglm_graph.neighbors.NeighborCache`) shares input-space
+        neighbour searches between fits on the same rows
         (:class:`~autoglm_graph.GraphGLMSearchCV` passes one to its trials)."""
         self._validate_params()
         self.device_ = resolve_device(self.device)

@@ -33,7 +33,7 @@ class NeighborGraph:
     Examples
     --------
     >>> import torch
-    >>> from autoglm_graph.graph import cosine_topk
+    >>> from autoglm_graph.neighbors import cosine_topk
     >>> graph = cosine_topk(torch.eye(3) + 0.1, n_neighbors=1)
     >>> graph.n_neighbors
     1

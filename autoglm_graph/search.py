@@ -6,7 +6,7 @@ each trial is one fit scored on the estimator's own validation split (the fast
 path); with ``cv`` a trial is a cross-validation. Bad trials are pruned while
 they train (:class:`OptunaPruningCallback`), trials that differ only in
 ``n_neighbors`` or ``threshold`` share one input-space neighbour search (a
-:class:`~autoglm_graph.graph.NeighborCache`), and a storage (a database URL or a
+:class:`~autoglm_graph.neighbors.NeighborCache`), and a storage (a database URL or a
 journal file) makes the sweep resumable and shareable between processes and
 machines. :func:`auto_fit` is the one-call version for notebooks.
 """

@@ -338,7 +338,7 @@ class TrainingState:
         Input-space graphs are fixed during a fit: both are searched once,
         through the neighbour cache (a search's, shared by its trials). An
         embedding-space refresh searches both in one index over the training
-        rows' current embedding (:func:`~autoglm_graph.graph.refresh_graphs`;
+        rows' current embedding (:func:`~autoglm_graph.refresh.refresh_graphs`;
         approximate from 5,000 rows on a CPU): its rows change at every step,
         so the index serves one refresh only. Validation rows are searched at
         each refresh, in the same space and with the same weights, and kept

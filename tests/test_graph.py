@@ -1,4 +1,4 @@
-"""Tests for autoglm_graph.graph: exact chunked cosine top-k with a threshold."""
+"""Tests for autoglm_graph.neighbors: exact chunked cosine top-k with a threshold."""
 
 from __future__ import annotations
 

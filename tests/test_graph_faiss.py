@@ -1,4 +1,4 @@
-"""Tests for the approximate (faiss HNSW) backend of autoglm_graph.graph."""
+"""Tests for the approximate (faiss HNSW) backend of autoglm_graph.neighbors."""
 
 from __future__ import annotations
 
