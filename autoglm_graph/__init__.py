@@ -22,8 +22,9 @@ except PackageNotFoundError:  # running from a source tree without installation
 #: Public name -> (module, attribute in it).
 _EXPORTS = {
     "Checkpoint": ("checkpoint", "Checkpoint"),
-    "CosineNeighbors": ("graph", "CosineNeighbors"),
+    "CosineNeighbors": ("neighbors", "CosineNeighbors"),
     "Family": ("families", "Family"),
+    "FitPolicy": ("policy", "FitPolicy"),
     "GraphGLMClassifier": ("estimators", "GraphGLMClassifier"),
     "GraphGLMRegressor": ("estimators", "GraphGLMRegressor"),
     "GraphGLMSearchCV": ("search", "GraphGLMSearchCV"),
@@ -31,13 +32,13 @@ _EXPORTS = {
     "OptunaPruningCallback": ("search", "OptunaPruningCallback"),
     "TabularPreprocessor": ("preprocessing", "TabularPreprocessor"),
     "auto_fit": ("search", "auto_fit"),
-    "cosine_topk": ("graph", "cosine_topk"),
+    "cosine_topk": ("neighbors", "cosine_topk"),
     "get_family": ("families", "get_family"),
     "gini": ("metrics", "gini"),
     "heterogeneity_test": ("heterogeneity", "heterogeneity_test"),
     "load": ("io", "load_model"),
     "lorenz_curve": ("metrics", "lorenz_curve"),
-    "recall_at_k": ("graph", "recall_at_k"),
+    "recall_at_k": ("neighbors", "recall_at_k"),
 }
 #: Submodules reachable as attributes after ``import autoglm_graph``, as when
 #: this file imported them eagerly.
@@ -45,6 +46,7 @@ _SUBMODULES = (
     "checkpoint",
     "cli",
     "datasets",
+    "epochs",
     "estimators",
     "explain",
     "families",
@@ -54,9 +56,14 @@ _SUBMODULES = (
     "io",
     "metrics",
     "modules",
+    "neighbors",
     "plotting",
+    "policy",
     "preprocessing",
+    "refresh",
+    "rows",
     "search",
+    "stopping",
     "training",
 )
 
@@ -64,6 +71,7 @@ __all__ = [
     "Checkpoint",
     "CosineNeighbors",
     "Family",
+    "FitPolicy",
     "GraphGLMClassifier",
     "GraphGLMRegressor",
     "GraphGLMSearchCV",
@@ -101,9 +109,11 @@ if TYPE_CHECKING:  # static analysers and IDEs see the names directly
     from .checkpoint import Checkpoint
     from .estimators import GraphGLMClassifier, GraphGLMRegressor
     from .families import Family, get_family
-    from .graph import CosineNeighbors, NeighborGraph, cosine_topk, recall_at_k
+    from .graph import NeighborGraph
     from .heterogeneity import heterogeneity_test
     from .io import load_model as load
     from .metrics import gini, lorenz_curve
+    from .neighbors import CosineNeighbors, cosine_topk, recall_at_k
+    from .policy import FitPolicy
     from .preprocessing import TabularPreprocessor
     from .search import GraphGLMSearchCV, OptunaPruningCallback, auto_fit

@@ -41,13 +41,17 @@ from ._validation import (
 from .families import Family, NegativeBinomialFamily
 from .location import fit_location_effect
 from .modules import MESSAGE_PASSING, NetConfig
+from .policy import FitPolicy
 from .preprocessing import TabularPreprocessor
-from .training import EarlyStopping, GraphConfig, RowData, Trainer, linear_predictor
+from .rows import GraphConfig, RowData, linear_predictor
+from .stopping import EarlyStopping
+from .training import Trainer
 
-# Below this many rows there is no graph worth learning: the model is the GLM.
-MIN_ROWS_FOR_NETWORK = 10
-# Rows per chunk at prediction time (bounds memory; results do not depend on it).
-PREDICT_CHUNK = 8192
+
+def _policy_of(estimator) -> FitPolicy:
+    """The estimator's ``fit_policy``; the defaults for None (or an estimator
+    pickled before the parameter existed)."""
+    return getattr(estimator, "fit_policy", None) or FitPolicy()
 
 
 class _BaseGraphGLM(BaseEstimator):
@@ -87,6 +91,7 @@ class _BaseGraphGLM(BaseEstimator):
         random_state=None,
         n_jobs: int | None = None,
         verbose: int = 0,
+        fit_policy: FitPolicy | None = None,
     ) -> None:
         self.alpha = alpha
         self.n_neighbors = n_neighbors
@@ -119,6 +124,7 @@ class _BaseGraphGLM(BaseEstimator):
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.verbose = verbose
+        self.fit_policy = fit_policy
 
     @classmethod
     def default_search_space(cls, family: str | Family | None = None) -> dict:
@@ -178,6 +184,11 @@ class _BaseGraphGLM(BaseEstimator):
         check_number("local_penalty", self.local_penalty, low=0, allow_inf=True)
         check_number("learning_rate", self.learning_rate, low=0, low_open=True)
         check_number("weight_decay", self.weight_decay, low=0)
+        if self.fit_policy is not None and not isinstance(self.fit_policy, FitPolicy):
+            raise ValueError(
+                "The 'fit_policy' parameter must be None or a FitPolicy; got "
+                f"{self.fit_policy!r}."
+            )
         check_number("ema_decay", self.ema_decay, low=0, high=1)
         if self.ema_decay == 1:
             raise ValueError(
@@ -260,8 +271,9 @@ class _BaseGraphGLM(BaseEstimator):
     def _fit(
         self, X, y, sample_weight=None, offset=None, groups=None, neighbor_cache=None
     ):
-        """``fit``; ``neighbor_cache`` (a :class:`~autoglm_graph.graph.NeighborCache`)
-        shares input-space neighbour searches between fits on the same rows
+        """``fit``; ``neighbor_cache``
+        (a :class:`~autoglm_graph.neighbors.NeighborCache`) shares input-space
+        neighbour searches between fits on the same rows
         (:class:`~autoglm_graph.GraphGLMSearchCV` passes one to its trials)."""
         self._validate_params()
         self.device_ = resolve_device(self.device)
@@ -350,8 +362,9 @@ class _BaseGraphGLM(BaseEstimator):
             return "local_penalty=inf"
         if self.max_epochs == 0 and self.location_columns is None:
             return "max_epochs=0"  # (with location columns: their effect alone)
-        if n_samples < MIN_ROWS_FOR_NETWORK:
-            return f"only {n_samples} rows; the network needs {MIN_ROWS_FOR_NETWORK}"
+        min_rows = _policy_of(self).min_rows_for_network
+        if n_samples < min_rows:
+            return f"only {n_samples} rows; the network needs {min_rows}"
         return None
 
     def _split(self, y_model: np.ndarray, n_samples: int, seed: int, groups=None):
@@ -410,7 +423,9 @@ class _BaseGraphGLM(BaseEstimator):
         # The fit's own generator (seeded from the fit's seed) serves the
         # fused path; fork_rng keeps the caller's global generator as it was
         # for torch_geometric's layers, which draw from it.
-        with torch.random.fork_rng(devices=[]):
+        # On CUDA torch_geometric's layers draw from the device's generator.
+        cuda = [self.device_] if torch.device(self.device_).type == "cuda" else []
+        with torch.random.fork_rng(devices=cuda):
             result = trainer.fit(train, val, neighbor_cache=neighbor_cache, seed=seed)
         self.history_ = result.history
         if result.gain is not None:
@@ -458,6 +473,7 @@ class _BaseGraphGLM(BaseEstimator):
             )
 
     def _make_trainer(self, n_features: int, train: RowData) -> Trainer:
+        policy = _policy_of(self)
         target_channels = 0 if train.targets is None else train.targets.shape[1]
         net = NetConfig(
             n_features,
@@ -472,7 +488,9 @@ class _BaseGraphGLM(BaseEstimator):
         )
         callbacks = list(self.callbacks or [])
         if self.early_stopping:
-            callbacks.insert(0, EarlyStopping(self.n_iter_no_change, self.tol))
+            callbacks.insert(
+                0, EarlyStopping.from_policy(policy, self.n_iter_no_change, self.tol)
+            )
         return Trainer(
             net=net,
             family=self.family_,
@@ -493,6 +511,7 @@ class _BaseGraphGLM(BaseEstimator):
             precision=resolve_precision(self.precision, self.device_),
             callbacks=callbacks,
             verbose=self.verbose,
+            policy=policy,
         )
 
     def _location_design_columns(self) -> list[int]:
@@ -653,9 +672,9 @@ class _BaseGraphGLM(BaseEstimator):
             theta[:, :, 0] += location[:, None]
         if self.network_ is None:
             return eta, theta
+        chunk = _policy_of(self).predict_chunk
         deltas = [
-            self._query(design[s : s + PREDICT_CHUNK])
-            for s in range(0, design.shape[0], PREDICT_CHUNK)
+            self._query(design[s : s + chunk]) for s in range(0, design.shape[0], chunk)
         ]
         delta = torch.cat(deltas).double()
         rows = RowData(
@@ -744,8 +763,9 @@ class _BaseGraphGLM(BaseEstimator):
         if self.network_ is None:
             return pd.DataFrame(columns=columns)
         frames = []
-        for start in range(0, design.shape[0], PREDICT_CHUNK):
-            chunk = design[start : start + PREDICT_CHUNK]
+        step = _policy_of(self).predict_chunk
+        for start in range(0, design.shape[0], step):
+            chunk = design[start : start + step]
             (_, (edge_index, alpha)), graph = self._query(
                 chunk, return_graph=True, return_attention=True
             )

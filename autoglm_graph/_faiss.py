@@ -7,7 +7,7 @@ and again (prediction against the training rows). An IVF-flat index
 only the rows of the nearest lists: cheap to build, so it suits rows that change
 between searches (the embedding graph's refreshes during training).
 
-:mod:`autoglm_graph.graph` imports this module only when a faiss backend is
+:mod:`autoglm_graph.neighbors` imports this module only when a faiss backend is
 used, and faiss itself is imported only when an index is built, so that faiss stays
 an optional dependency. Rows arrive here already L2-normalised, so the inner
 product that the index ranks by (``METRIC_INNER_PRODUCT``) is the cosine

@@ -25,9 +25,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .graph import CosineNeighbors, NeighborGraph, cosine_topk
+from .graph import NeighborGraph
 from .modules import GraphGLMNet, NetConfig, SourceStates
-from .training import GraphConfig, RowData, autocast, query_forward
+from .neighbors import CosineNeighbors, cosine_topk
+from .rows import GraphConfig, RowData, autocast, query_forward
 
 __all__ = [
     "FittedNetwork",

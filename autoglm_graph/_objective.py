@@ -22,7 +22,7 @@ from sklearn.utils import _safe_indexing
 from ._base import _BaseGraphGLM
 from ._optuna import OptunaPruningCallback, _suggest
 from .families import Family
-from .graph import NeighborCache
+from .neighbors import NeighborCache
 
 __all__ = ["CAUGHT", "TrialObjective"]
 

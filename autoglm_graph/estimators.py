@@ -10,13 +10,12 @@ from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array
 
-from ._base import MIN_ROWS_FOR_NETWORK, PREDICT_CHUNK, _BaseGraphGLM
+from ._base import _BaseGraphGLM
 from ._validation import check_option
 from .families import Family, NegativeBinomialFamily, get_family
+from .policy import FitPolicy
 
 __all__ = [
-    "MIN_ROWS_FOR_NETWORK",
-    "PREDICT_CHUNK",
     "GraphGLMClassifier",
     "GraphGLMRegressor",
 ]
@@ -122,9 +121,9 @@ _COMMON_PARAMS_DOC = """
         Destination rows per optimiser step (each with its L-hop
         neighbourhood); None trains full-batch up to 30,000 training rows
         and, from there, with 4-8 steps an epoch, each over a part of the
-        rows while the other rows' states come from a cache
-        (``training.CACHED_STATE_MIN_ROWS``: a 100k-row fit takes about half
-        the time, at the same test deviance). From 250,000 rows a pass, the
+        rows while the other rows' states come from a cache (a 100k-row fit
+        takes about half the time, at the same test deviance; thresholds in
+        ``fit_policy``). From 250,000 rows a pass, the
         network's activations are recomputed in the backward pass instead of
         kept (activation checkpointing), so a full-batch fit of 1M rows stays
         within a few GiB; mini-batches with k = 16 and 2 layers reach most rows
@@ -136,25 +135,12 @@ _COMMON_PARAMS_DOC = """
         is the global GLM (``is_global_only_``).
     validation_fraction : float, default=0.1
     n_iter_no_change : int, default=10
-        Patience, counted from the global GLM's validation deviance; until an
-        epoch beats it by more than one standard error, a network whose
-        validation deviance is not falling is given up after 5 epochs without
-        improvement (``training.SCREENING_EPOCHS``), so that a network with
-        nothing to add is found out early. 10 instead of 20 ends fits 10
-        epochs sooner; on the suite's validation curves (smooth, from weight
-        averaging) it kept the same best epoch on all but one dataset. A
-        network that has been below the GLM's validation deviance, and whose
-        deviance has fallen for 5 epochs in a row
-        (``training.RECOVERY_EPOCHS``), runs on past the patience while it
-        keeps falling. A graph refresh that raises the validation deviance by
-        more than 0.5 %, and by more than the best value fell in the 5 epochs
-        before, ends the fit on its best epoch when the patience would run
-        out before the next refresh (``training.REFRESH_JUMP_STOP``). A
-        network that has beaten the GLM stops once its best epoch of the last
-        ``n_iter_no_change`` epochs beats the best one before them by no more
-        than one standard error over the validation rows
-        (``training.STALL_STANDARD_ERRORS``): a best value that creeps down
-        within the validation rows' noise.
+        Patience, counted from the global GLM's validation deviance. A
+        network that cannot beat the GLM is given up sooner (screening), one
+        still recovering steadily runs on, a refresh that raises the
+        validation deviance sharply or a best value that creeps down within
+        the validation rows' noise ends the fit: the rules and their defaults
+        are :class:`~autoglm_graph.policy.FitPolicy`'s (``fit_policy``).
     tol : float, default=1e-4
         Relative improvement of validation deviance that resets the patience.
     callbacks : list or None, default=None
@@ -180,6 +166,12 @@ _COMMON_PARAMS_DOC = """
         5-50x); ``n_jobs=-1`` for one fit on an otherwise idle machine.
     verbose : int, default=0
         Progress bar and messages when > 0.
+    fit_policy : FitPolicy or None, default=None
+        The tuned rules of a fit (early stopping's screening, recovery,
+        refresh-jump and stall rules; cached-state steps; copies of rows; the
+        neighbour search's thresholds; activation checkpointing), each a
+        default chosen by measurement (:class:`~autoglm_graph.policy.FitPolicy`).
+        None: ``FitPolicy()``.
 """
 
 _COMMON_ATTRIBUTES_DOC = """
@@ -322,6 +314,7 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
         random_state=None,
         n_jobs: int | None = None,
         verbose: int = 0,
+        fit_policy: FitPolicy | None = None,
     ) -> None:
         self.family = family
         self.power = power
@@ -359,6 +352,7 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
             random_state=random_state,
             n_jobs=n_jobs,
             verbose=verbose,
+            fit_policy=fit_policy,
         )
 
     def _validate_params(self) -> None:

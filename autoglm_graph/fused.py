@@ -25,7 +25,7 @@ its ``k`` terms in rank order, so the result is bit for bit that of one product
 per head (whose CSR rows are ``0, k, 2k, ...``), which took 1.5-2x as long at
 15k rows (k = 16, 4 heads x 16 channels, one thread: forward 9.1 -> 5.0 ms,
 sampled product 8.2 -> 4.6 ms, transposed product 16.1 -> 11.5 ms). From
-:data:`ALL_HEADS_MAX_SRC_ROWS` source rows on, one product per head is faster
+``FitPolicy.all_heads_max_src_rows`` source rows on, one product per head is faster
 again, its states staying in cache, and it is used there; its structure costs
 ``n * k`` indices whatever the number of heads, the all-heads one ``heads``
 times as many (which the logits' gather uses at any size: 256 MB of int32 at 1M
@@ -53,8 +53,11 @@ from torch_geometric.nn import GATConv
 
 from ._random import dropout
 from .graph import NeighborGraph
+from .policy import FitPolicy
 
 __all__ = ["FixedDegreeAdjacency", "fixed_degree_gat"]
+
+_DEFAULT = FitPolicy()
 
 
 class FixedDegreeAdjacency:
@@ -66,6 +69,10 @@ class FixedDegreeAdjacency:
         ``[n_dst, k]`` neighbours; ``graph.indices`` index the source rows.
     n_src : int
         Number of source rows.
+    all_heads_max_src_rows : int, default=60_000
+        Source rows below which the attention aggregates all heads in one
+        sparse product, one product per head from there
+        (:attr:`~autoglm_graph.policy.FitPolicy.all_heads_max_src_rows`).
 
     Notes
     -----
@@ -73,7 +80,12 @@ class FixedDegreeAdjacency:
     kept, so a graph reused across epochs pays for them once.
     """
 
-    def __init__(self, graph: NeighborGraph, n_src: int) -> None:
+    def __init__(
+        self,
+        graph: NeighborGraph,
+        n_src: int,
+        all_heads_max_src_rows: int = _DEFAULT.all_heads_max_src_rows,
+    ) -> None:
         self.mask = graph.mask
         #: Every neighbour is real (no threshold cut, no padding): the
         #: attention skips its masking (3 % of a training step in the
@@ -98,6 +110,8 @@ class FixedDegreeAdjacency:
             self.mask_bias = bias.masked_fill_(outside, float("-inf")).unsqueeze(1)
             self.empty_rows = torch.nonzero(outside.all(dim=1)).flatten()
         self.n_src = int(n_src)
+        #: Whether all heads go through one CSR product (:func:`_split`).
+        self.all_heads = self.n_src < all_heads_max_src_rows
         self._structures: dict[tuple, tuple] = {}
         #: The destinations' copies, where training found them
         #: (:class:`~autoglm_graph.modules.DistinctRows`); None: every row
@@ -166,21 +180,12 @@ def _csr(crow: Tensor, col: Tensor, values: Tensor, shape: tuple[int, int]) -> T
         return torch.sparse_csr_tensor(crow, col, values, shape, check_invariants=False)
 
 
-#: Source rows below which all heads go through one CSR product. Beyond, one
-#: product per head is faster on a CPU: its states stay in cache. Training
-#: step, one thread, 4 heads x 16 channels, all heads over per head: 0.90 at
-#: 10k and at 25k rows; since the products write into uninitialised outputs
-#: (:func:`_spmm`), 0.94 at 36k and 50k, 1.03 at 65k, 1.13 at 100k (median of
-#: 12 alternating steps; it was 1.06 at 40k before).
-ALL_HEADS_MAX_SRC_ROWS = 60_000
-
-
 class _AttentionAggregate(torch.autograd.Function):
     """``out[i, h] = sum_r alpha[i, h, r] * x[index[i, r], h]``.
 
     ``alpha`` is ``[n_dst, heads, k]`` and ``x`` ``[n_src, heads, channels]``:
-    below :data:`ALL_HEADS_MAX_SRC_ROWS` source rows both are the operands of
-    one CSR product as they lie in memory; beyond, each head is one product.
+    with ``adjacency.all_heads`` both are the operands of one CSR product as
+    they lie in memory; otherwise each head is one product.
     """
 
     @staticmethod
@@ -217,9 +222,9 @@ class _AttentionAggregate(torch.autograd.Function):
 
 def _split(adjacency, *tensors: Tensor) -> list[list[Tensor]]:
     """Each ``[n, heads, ...]`` tensor as the operands of its CSR products:
-    whole below :data:`ALL_HEADS_MAX_SRC_ROWS` source rows, else one
-    contiguous ``[n, 1, ...]`` slice per head."""
-    if adjacency.n_src < ALL_HEADS_MAX_SRC_ROWS:
+    whole with ``adjacency.all_heads``, else one contiguous ``[n, 1, ...]``
+    slice per head."""
+    if adjacency.all_heads:
         return [[t.contiguous()] for t in tensors]
     return [[t[:, h : h + 1].contiguous() for h in range(t.shape[1])] for t in tensors]
 

@@ -91,7 +91,8 @@ from .families import FAMILIES, Family, get_family
 from .location import LocationEffect
 from .modules import CONVS, MESSAGE_PASSING
 from .preprocessing import TabularPreprocessor
-from .training import GraphConfig, RowData, Trainer
+from .rows import GraphConfig, RowData
+from .training import Trainer
 
 __all__ = [
     "FORMAT_NAME",

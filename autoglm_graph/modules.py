@@ -20,9 +20,9 @@ from torch_geometric.nn import GATConv, GATv2Conv
 from ._random import BUILD_LOCK, dropout, replay_context
 from .fused import FixedDegreeAdjacency, fixed_degree_gat, source_projection
 from .graph import NeighborGraph
+from .policy import FitPolicy
 
 __all__ = [
-    "CHECKPOINT_MIN_ROWS",
     "CONVS",
     "MESSAGE_PASSING",
     "DistinctRows",
@@ -37,12 +37,7 @@ CONVS = {"gat": GATConv, "gatv2": GATv2Conv}
 #: Message-passing implementations: the fixed-degree fast path exists for GAT.
 MESSAGE_PASSING = ("auto", "fused", "pyg")
 
-#: Training passes over at least this many rows recompute the encoder's, each
-#: graph layer's and the head's activations in the backward pass instead of
-#: keeping them (activation checkpointing): about 10 KB per row are kept
-#: otherwise (2 layers, 64 channels), 8.5 GiB at 900k rows. It costs about 44%
-#: more time per step (``benchmarks/results/memory.md``, 200k rows).
-CHECKPOINT_MIN_ROWS = 250_000
+_DEFAULT = FitPolicy()
 
 
 class EdgeListAdjacency:
@@ -231,8 +226,12 @@ class GraphGLMNet(nn.Module):
         self.message_passing = message_passing
         self.fused = message_passing != "pyg" and conv == "gat"
         #: Row count from which training passes checkpoint the encoder, graph
-        #: layers and head (``None``: never); see :data:`CHECKPOINT_MIN_ROWS`.
-        self.checkpoint_rows: int | None = CHECKPOINT_MIN_ROWS
+        #: layers and head (``None``: never); see
+        #: :attr:`~autoglm_graph.policy.FitPolicy.checkpoint_min_rows`.
+        self.checkpoint_rows: int | None = _DEFAULT.checkpoint_min_rows
+        #: Source rows below which the fused attention aggregates all heads
+        #: in one product (:class:`~autoglm_graph.fused.FixedDegreeAdjacency`).
+        self.all_heads_max_src_rows: int = _DEFAULT.all_heads_max_src_rows
         if message_passing == "fused" and conv != "gat":
             raise ValueError(
                 "message_passing='fused' exists for conv='gat' only; got "
@@ -283,7 +282,7 @@ class GraphGLMNet(nn.Module):
     def adjacency(self, graph: NeighborGraph, n_src: int):
         """``graph`` prepared for this network's layers (build once, reuse)."""
         if self.fused:
-            return FixedDegreeAdjacency(graph, n_src)
+            return FixedDegreeAdjacency(graph, n_src, self.all_heads_max_src_rows)
         return EdgeListAdjacency(graph)
 
     def encode(self, context: Tensor) -> Tensor:
@@ -448,6 +447,48 @@ class GraphGLMNet(nn.Module):
             )
         delta = self._head(h, states.pooled)
         return (delta, attention) if return_attention else delta
+
+    def forward_cached(
+        self,
+        context: Tensor,
+        targets: Tensor | None,
+        adjacency,
+        positions: Tensor,
+        inputs: list[Tensor],
+        projected: list[tuple[Tensor, ...]],
+    ) -> tuple[Tensor, list[Tensor], list[tuple[Tensor, ...]]]:
+        """Pass over one part of the training rows, the others read from caches.
+
+        ``positions`` are the part's rows among all ``n`` training rows,
+        ``adjacency`` their neighbour lists among them, ``inputs[l]`` every
+        row's cached input to layer ``l`` and ``projected[l]`` its projection
+        (:func:`~autoglm_graph.fused.source_projection`), whose part rows are
+        replaced by this pass's. The pool is that of every row with this
+        part's fresh (GNNAutoScale's historical embeddings).
+
+        Returns the part's coefficient deviations, and its inputs to each
+        layer and their projections (for the caller to write back).
+        """
+        n = inputs[0].shape[0]
+        last = self.num_layers - 1
+        own_inputs, own_projected = [], []
+        h = self.encode(context)
+        for layer in range(self.num_layers):
+            if layer == last:  # the pool of every row, this part fresh
+                held = inputs[last][:, : self.hidden_channels]
+                pooled = (
+                    held.sum(dim=0) - held[positions].sum(dim=0) + h.sum(dim=0)
+                ) / n
+            x_src = self._source_input(layer, h, targets)
+            own = source_projection(self.convs[layer], x_src)
+            sources = tuple(
+                full.index_put((positions,), part.to(full.dtype))
+                for full, part in zip(projected[layer], own, strict=True)
+            )
+            own_inputs.append(x_src)
+            own_projected.append(own)
+            h, _ = self._layer(layer, None, h, adjacency, projected=sources)
+        return self._head(h, pooled), own_inputs, own_projected
 
     def _head(self, h: Tensor, pooled: Tensor) -> Tensor:
         # head(cat([h, pooled])) with the pool's half of the first layer

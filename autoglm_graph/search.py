@@ -6,7 +6,7 @@ each trial is one fit scored on the estimator's own validation split (the fast
 path); with ``cv`` a trial is a cross-validation. Bad trials are pruned while
 they train (:class:`OptunaPruningCallback`), trials that differ only in
 ``n_neighbors`` or ``threshold`` share one input-space neighbour search (a
-:class:`~autoglm_graph.graph.NeighborCache`), and a storage (a database URL or a
+:class:`~autoglm_graph.neighbors.NeighborCache`), and a storage (a database URL or a
 journal file) makes the sweep resumable and shareable between processes and
 machines. :func:`auto_fit` is the one-call version for notebooks.
 """
@@ -47,7 +47,7 @@ from ._optuna import (
 )
 from .estimators import GraphGLMClassifier, GraphGLMRegressor
 from .families import get_family
-from .graph import NeighborCache
+from .neighbors import NeighborCache
 
 __all__ = [
     "GRACE_PERIOD",

@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 import pytest
 
-from autoglm_graph import Checkpoint, GraphGLMRegressor, training
+from autoglm_graph import Checkpoint, FitPolicy, GraphGLMRegressor
 from autoglm_graph.datasets import make_varying_coefficients
 
 SMALL = dict(
@@ -78,13 +78,13 @@ def test_resumed_fit_equals_the_uninterrupted_one(rows, tmp_path, params):
     assert resumed.n_iter_ == whole.n_iter_ == 12
 
 
-def test_resumed_cached_state_fit_equals_the_uninterrupted_one(
-    rows, tmp_path, monkeypatch
-):
+def test_resumed_cached_state_fit_equals_the_uninterrupted_one(rows, tmp_path):
     # The cached states (partition and layer inputs) are part of the record:
     # resumed mid-way between refreshes, the steps read the same caches.
-    monkeypatch.setattr(training, "CACHED_STATE_MIN_ROWS", 100)
-    test_resumed_fit_equals_the_uninterrupted_one(rows, tmp_path, {})
+    policy = FitPolicy(cached_state_min_rows=100)
+    test_resumed_fit_equals_the_uninterrupted_one(
+        rows, tmp_path, {"fit_policy": policy}
+    )
 
 
 def test_checkpoint_of_another_fit_warns_and_starts_afresh(rows, tmp_path):

@@ -7,10 +7,12 @@ from torch_geometric.nn import GATConv
 
 from autoglm_graph import GraphGLMRegressor
 from autoglm_graph.datasets import make_varying_coefficients
+from autoglm_graph.epochs import khop_subgraph
 from autoglm_graph.fused import FixedDegreeAdjacency, fixed_degree_gat
-from autoglm_graph.graph import NeighborGraph, cosine_topk
+from autoglm_graph.graph import NeighborGraph
 from autoglm_graph.modules import GraphGLMNet
-from autoglm_graph.training import TrainingState, khop_subgraph
+from autoglm_graph.neighbors import cosine_topk
+from autoglm_graph.training import TrainingState
 
 
 def _graph(n_dst=60, n_src=80, k=6, seed=0, masked=True) -> NeighborGraph:
@@ -98,17 +100,15 @@ def test_aggregate_gradcheck_in_float64():
 
 
 @pytest.mark.parametrize("all_heads", [True, False])
-def test_aggregate_is_one_product_per_head_bit_for_bit(all_heads, monkeypatch):
+def test_aggregate_is_one_product_per_head_bit_for_bit(all_heads):
     # Each row of the all-heads CSR matrix sums its k terms in rank order, as
     # one product per head does: forward and both gradients agree exactly,
     # on both paths (all heads at once below the row limit, per head beyond).
-    from autoglm_graph import fused
     from autoglm_graph.fused import _AttentionAggregate, _csr
 
-    monkeypatch.setattr(fused, "ALL_HEADS_MAX_SRC_ROWS", 10**9 if all_heads else 0)
-
     graph = _graph(n_dst=30, n_src=40, k=5)
-    adjacency = FixedDegreeAdjacency(graph, 40)
+    adjacency = FixedDegreeAdjacency(graph, 40, 10**9 if all_heads else 0)
+    assert adjacency.all_heads == all_heads
     heads, n, m, k = 3, 30, 40, 5
     alpha = torch.rand(n, heads, k, requires_grad=True)
     x = torch.randn(m, heads, 8, requires_grad=True)
@@ -264,7 +264,7 @@ def test_non_finite_bf16_loss_falls_back_to_fp32(poisson_data):
     optimizer = torch.optim.SGD(trainer.net.parameters(), lr=0.1)
     before = [p.detach().clone() for p in trainer.net.parameters()]
     with pytest.warns(RuntimeWarning, match="fp32"):
-        stepped = trainer._backward_step(optimizer, torch.tensor(float("nan")))
+        stepped = trainer.backward_step(optimizer, torch.tensor(float("nan")))
     assert not stepped and trainer.precision == "fp32"
     for p, q in zip(trainer.net.parameters(), before, strict=True):
         assert torch.equal(p, q)

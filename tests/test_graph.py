@@ -1,4 +1,4 @@
-"""Tests for autoglm_graph.graph: exact chunked cosine top-k with a threshold."""
+"""Tests for autoglm_graph.neighbors: exact chunked cosine top-k with a threshold."""
 
 from __future__ import annotations
 
@@ -7,12 +7,9 @@ import pytest
 import torch
 
 from autoglm_graph._topk import _n_folds, fill_topk
-from autoglm_graph.graph import (
-    CosineNeighbors,
-    NeighborGraph,
-    cosine_topk,
-    refresh_graphs,
-)
+from autoglm_graph.graph import NeighborGraph
+from autoglm_graph.neighbors import CosineNeighbors, cosine_topk
+from autoglm_graph.refresh import refresh_graphs
 
 
 def _clustered(n: int, d: int = 8, seed: int = 0) -> np.ndarray:
@@ -332,7 +329,7 @@ def test_bad_inputs():
 
 
 def test_recall_at_k():
-    from autoglm_graph.graph import recall_at_k
+    from autoglm_graph.neighbors import recall_at_k
 
     exact = cosine_topk(_clustered(40), n_neighbors=4, threshold=0.5)
     assert recall_at_k(exact, exact) == 1.0
@@ -427,9 +424,9 @@ def test_faiss_search_gives_the_tiled_search_result(copies, exclude_self, monkey
     """The CPU's default exact search (faiss, ``chunk_size=None``) against the
     tiled one: the same neighbours, ties to the lower index included. 30
     copies tie past faiss's margin, so those rows take the tiled search."""
-    from autoglm_graph import _topk, graph
+    from autoglm_graph import FitPolicy, _topk
 
-    monkeypatch.setattr(graph, "_FAISS_EXACT_MIN_ROWS", 0)  # 1,200 rows, d = 6
+    policy = FitPolicy(faiss_exact_min_rows=0)  # 1,200 rows, d = 6
     gen = torch.Generator().manual_seed(2)
     base = torch.randn(1200 // copies, 6, generator=gen).repeat(copies, 1)
     base = base[torch.randperm(len(base), generator=gen)]
@@ -439,7 +436,7 @@ def test_faiss_search_gives_the_tiled_search_result(copies, exclude_self, monkey
     monkeypatch.setattr(
         _topk, "fill_topk", lambda *a: calls.append(a[0].shape[0]) or fill_topk(*a)
     )
-    fast = cosine_topk(queries, other, n_neighbors=10)
+    fast = cosine_topk(queries, other, n_neighbors=10, policy=policy)
     tiled = cosine_topk(queries, other, n_neighbors=10, chunk_size=len(queries))
     np.testing.assert_array_equal(fast.indices.numpy(), tiled.indices.numpy())
     np.testing.assert_allclose(
@@ -504,7 +501,7 @@ def test_a_refresh_over_few_distinct_rows_is_the_exact_search(
 
 
 def test_the_distinct_lower_bound_counts_repeated_rows_once():
-    from autoglm_graph.graph import _distinct_lower_bound
+    from autoglm_graph.refresh import _distinct_lower_bound
 
     rows = torch.nn.functional.normalize(
         torch.randn(40, 8, generator=torch.Generator().manual_seed(0)), dim=1

@@ -1,4 +1,4 @@
-"""Tests for the approximate (faiss HNSW) backend of autoglm_graph.graph."""
+"""Tests for the approximate (faiss HNSW) backend of autoglm_graph.neighbors."""
 
 from __future__ import annotations
 
@@ -11,17 +11,17 @@ import torch
 faiss = pytest.importorskip("faiss")
 
 from autoglm_graph import _faiss  # noqa: E402
-from autoglm_graph import graph as graph_module  # noqa: E402
+from autoglm_graph import neighbors as graph_module  # noqa: E402
 from autoglm_graph._topk import faiss_topk  # noqa: E402
 from autoglm_graph._topk import fill_topk as fill  # noqa: E402
-from autoglm_graph.graph import (  # noqa: E402
+from autoglm_graph.neighbors import (  # noqa: E402
     CosineNeighbors,
     NeighborCache,
     _resolve_backend,
     cosine_topk,
     recall_at_k,
-    refresh_graphs,
 )
+from autoglm_graph.refresh import refresh_graphs  # noqa: E402
 
 
 def _clustered(n: int, d: int = 16, seed: int = 0) -> np.ndarray:
@@ -385,7 +385,7 @@ def test_ivf_index_pickles():
 
 
 def test_refresh_backend_choice(monkeypatch):
-    from autoglm_graph.graph import refresh_backend
+    from autoglm_graph.refresh import refresh_backend
 
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     assert refresh_backend("auto", 20_000, cpu) == "ivf"
@@ -401,11 +401,10 @@ def test_training_refreshes_search_both_row_sets_in_one_ivf_index(monkeypatch):
     """A refresh builds one IVF index over the training rows' embedding; the
     validation rows are searched in it too (not in an exact search of their
     own)."""
-    from autoglm_graph import GraphGLMRegressor, graph
+    from autoglm_graph import FitPolicy, GraphGLMRegressor, refresh
 
-    monkeypatch.setattr(graph, "_REFRESH_IVF_MIN_ROWS", 100)
     builds, searches = [], []
-    build, search = graph._build_index, graph._search
+    build, search = refresh._build_index, refresh._search
 
     def spy_build(Yn, index_params, kind="faiss"):
         builds.append((Yn.shape[0], kind))
@@ -415,13 +414,17 @@ def test_training_refreshes_search_both_row_sets_in_one_ivf_index(monkeypatch):
         searches.append((Xn.shape[0], index is not None))
         return search(Xn, Yn, *args, index=index, **kwargs)
 
-    monkeypatch.setattr(graph, "_build_index", spy_build)
-    monkeypatch.setattr(graph, "_search", spy_search)
+    monkeypatch.setattr(refresh, "_build_index", spy_build)
+    monkeypatch.setattr(refresh, "_search", spy_search)
     rng = np.random.default_rng(0)
     X = rng.standard_normal((400, 3))
     y = rng.poisson(np.exp(0.3 * X[:, 0]))
     GraphGLMRegressor(
-        family="poisson", max_epochs=12, graph_refresh=5, random_state=0
+        family="poisson",
+        max_epochs=12,
+        graph_refresh=5,
+        random_state=0,
+        fit_policy=FitPolicy(refresh_ivf_min_rows=100),
     ).fit(X, y)
     assert builds and set(builds) == {(360, "ivf")}  # one index per refresh
     in_index = [s for s in searches if s[1]]

@@ -40,13 +40,14 @@ from optuna.distributions import FloatDistribution, IntDistribution
 
 url, study = sys.argv[3], sys.argv[4]
 n_trials, epochs = int(sys.argv[5]), int(sys.argv[6])
+policy = None
 if int(sys.argv[7]):  # every trial runs its epochs: no screening out
-    from autoglm_graph import training
-    training.SCREENING_EPOCHS = training.SCREENING_EPOCHS_BELOW_GLM = epochs
+    from autoglm_graph import FitPolicy
+    policy = FitPolicy(screening_epochs=epochs, screening_epochs_below_glm=epochs)
 X, y, _ = make_varying_coefficients(300, 3, family="poisson", random_state=0)
 est = GraphGLMRegressor(
     family="poisson", max_epochs=epochs, hidden_channels=16, heads=2,
-    n_iter_no_change=epochs, device="cpu",
+    n_iter_no_change=epochs, device="cpu", fit_policy=policy,
 )
 space = {
     "n_neighbors": IntDistribution(4, 12),

@@ -10,10 +10,10 @@ import pytest
 import torch
 from sklearn.exceptions import ConvergenceWarning
 
-from autoglm_graph import GraphGLMRegressor, get_family, training
+from autoglm_graph import FitPolicy, GraphGLMRegressor, epochs, get_family, training
 from autoglm_graph.datasets import make_varying_coefficients
 from autoglm_graph.modules import NetConfig
-from autoglm_graph.training import EarlyStopping
+from autoglm_graph.stopping import EarlyStopping, paired_gain
 
 SMALL = {"hidden_channels": 8, "heads": 2, "n_neighbors": 4}
 
@@ -219,8 +219,8 @@ def test_a_best_value_that_creeps_down_within_its_noise_stops_the_fit():
     # Each best epoch's rows move independently: a gain of 0.004 over the
     # window of patience + 1 epochs against a standard error of about 0.014.
     moving = _best_rows(values, [v + noise[i] for i, v in enumerate(values)])
-    gain, gain_se = training.paired_gain(moving[0], moving[4], torch.ones(400))
-    assert 0 < gain <= training.STALL_STANDARD_ERRORS * gain_se
+    gain, gain_se = paired_gain(moving[0], moving[4], torch.ones(400))
+    assert 0 < gain <= FitPolicy().stall_standard_errors * gain_se
     assert _stall_decisions(moving, values) == [False] * 4 + [True] * 4
     # The same means with every row lower by the same amount: a real gain.
     steady = _best_rows(values, [v + noise[0] for v in values])
@@ -252,7 +252,7 @@ def test_network_that_cannot_beat_the_glm_stops_early():
     baseline = model.history_[0]["val_deviance"]
     assert all(h["val_deviance"] > baseline for h in model.history_[1:])
     # The screening patience, counted from the global GLM (epoch 0).
-    assert model.n_iter_ == training.SCREENING_EPOCHS
+    assert model.n_iter_ == FitPolicy().screening_epochs
 
 
 class _ThreadProbe:
@@ -317,7 +317,8 @@ def test_quiet_fits_show_progress_only_late_and_on_a_terminal(monkeypatch):
     monkeypatch.setattr("sys.stderr", Stream(True))
     options = training.progress_options(0)
     assert options["disable"] is False
-    assert options["delay"] == training.PROGRESS_DELAY_S and not options["leave"]
+    assert options["delay"] == FitPolicy().progress_delay_s and not options["leave"]
+    assert training.progress_options(0, delay=2.5)["delay"] == 2.5
 
 
 def test_n_jobs_is_capped_at_the_cores():
@@ -362,9 +363,9 @@ def test_weight_average_is_the_bias_corrected_average_of_the_steps():
         max_epochs=3,
         ema_decay=d,
     )
-    state = training.TrainingState(config, config.net.build(seed=0))
-    params = dict(state.net.named_parameters())
-    state._ema = {k: torch.zeros_like(v) for k, v in state.net.state_dict().items()}
+    net = config.net.build(seed=0)
+    average = training.WeightAverage(net, d)
+    params = dict(net.named_parameters())
     generator = torch.Generator().manual_seed(1)
     steps = []
     for _ in range(3):  # the weights after each of three steps
@@ -372,9 +373,9 @@ def test_weight_average_is_the_bias_corrected_average_of_the_steps():
             for p in params.values():
                 p.copy_(torch.randn(p.shape, generator=generator))
         steps.append({k: p.detach().clone() for k, p in params.items()})
-        state._update_ema()
+        average.update()
     raw = {k: p.detach().clone() for k, p in params.items()}
-    with state._ema_weights():
+    with average.applied():
         for key, p in params.items():
             average = sum(
                 (1 - d) * d ** (len(steps) - 1 - i) * w[key]
@@ -385,19 +386,14 @@ def test_weight_average_is_the_bias_corrected_average_of_the_steps():
         assert torch.equal(p.detach(), raw[key])
 
 
-def test_cached_state_steps_with_one_part_are_the_full_batch_steps(
-    poisson_rows, monkeypatch
-):
+def test_cached_state_steps_with_one_part_are_the_full_batch_steps(poisson_rows):
     # One part holds every row: its sources are all fresh, so the cached-state
     # step is the full-batch step (the pool summed back, rounding aside).
     X, y = poisson_rows
     params = dict(family="poisson", max_epochs=4, dropout=0.0, random_state=0)
     full = GraphGLMRegressor(**params, **SMALL).fit(X, y)
-    monkeypatch.setattr(training, "CACHED_STATE_PARTS", (1, 1))
-    monkeypatch.setattr(
-        training.TrainingState, "_uses_cached_states", lambda s, t: True
-    )
-    cached = GraphGLMRegressor(**params, **SMALL).fit(X, y)
+    policy = FitPolicy(cached_state_parts=(1, 1), cached_state_min_rows=1)
+    cached = GraphGLMRegressor(**params, **SMALL, fit_policy=policy).fit(X, y)
     losses = [h["train_loss"] for h in full.history_[1:]]
     np.testing.assert_allclose(
         [h["train_loss"] for h in cached.history_[1:]], losses, rtol=1e-5
@@ -409,20 +405,20 @@ def test_cached_state_steps_run_from_their_threshold_and_learn(monkeypatch):
     X, y, _ = make_varying_coefficients(800, 3, family="poisson", random_state=0)
     X, X_test, y, y_test = X[:400], X[400:], y[:400], y[400:]
     steps = []
-    epoch = training.TrainingState._cached_state_epoch
+    epoch = epochs.CachedStateEpochs.run
 
-    def counting(self, optimizer, train, graph):
+    def counting(self, state, optimizer, train, graph):
         steps.append(train.y.shape[0])
-        return epoch(self, optimizer, train, graph)
+        return epoch(self, state, optimizer, train, graph)
 
-    monkeypatch.setattr(training.TrainingState, "_cached_state_epoch", counting)
+    monkeypatch.setattr(epochs.CachedStateEpochs, "run", counting)
     params = dict(family="poisson", max_epochs=30, random_state=0, **SMALL)
     n_train = 400 - round(0.1 * 400)
-    monkeypatch.setattr(training, "CACHED_STATE_MIN_ROWS", n_train + 1)
-    GraphGLMRegressor(**params).fit(X, y)
+    above = FitPolicy(cached_state_min_rows=n_train + 1)
+    GraphGLMRegressor(**params, fit_policy=above).fit(X, y)
     assert steps == []  # below the threshold: full-batch steps
-    monkeypatch.setattr(training, "CACHED_STATE_MIN_ROWS", n_train)
-    model = GraphGLMRegressor(**params).fit(X, y)
+    at = FitPolicy(cached_state_min_rows=n_train)
+    model = GraphGLMRegressor(**params, fit_policy=at).fit(X, y)
     assert steps and set(steps) == {n_train}
     glm = GraphGLMRegressor(**{**params, "local_penalty": np.inf}).fit(X, y)
     assert not model.is_global_only_
@@ -437,8 +433,8 @@ def _copies(n: int, seed: int = 0):
 
 
 def test_copies_are_computed_once_in_the_feature_layers_with_the_same_result():
-    from autoglm_graph.graph import distinct_rows, refresh_graphs
     from autoglm_graph.modules import DistinctRows, GraphGLMNet
+    from autoglm_graph.refresh import distinct_rows, refresh_graphs
 
     torch.manual_seed(0)
     X, _ = _copies(600)
@@ -479,7 +475,8 @@ def test_copies_are_computed_once_in_the_feature_layers_with_the_same_result():
 
 
 def test_copies_with_other_neighbours_are_not_shared():
-    from autoglm_graph.graph import NeighborGraph, distinct_rows
+    from autoglm_graph.graph import NeighborGraph
+    from autoglm_graph.refresh import distinct_rows
 
     context = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])
     first, inverse = distinct_rows(context)
@@ -503,21 +500,20 @@ def test_a_fit_on_copies_shares_their_states_and_learns(monkeypatch):
     X, y = _copies(2000)
     X, X_test, y, y_test = X[:1200], X[1200:], y[:1200], y[1200:]
     shared = []
-    find = training.TrainingState._distinct_rows
+    prepare = training.TrainingState.adjacency
 
     def recording(self, graph, context):
-        found = find(self, graph, context)
-        shared.append(found is not None)
-        return found
+        adjacency = prepare(self, graph, context)
+        shared.append(adjacency.distinct is not None)
+        return adjacency
 
-    monkeypatch.setattr(training.TrainingState, "_distinct_rows", recording)
+    monkeypatch.setattr(training.TrainingState, "adjacency", recording)
     params = dict(family="poisson", max_epochs=30, random_state=0, **SMALL)
     model = GraphGLMRegressor(**params).fit(X, y)
     assert shared and all(shared)
     glm = GraphGLMRegressor(**{**params, "local_penalty": np.inf}).fit(X, y)
     assert not model.is_global_only_
     assert model.score(X_test, y_test) > glm.score(X_test, y_test) + 0.05
-    monkeypatch.setattr(training, "DISTINCT_ROWS", False)
     shared.clear()
-    GraphGLMRegressor(**params).fit(X, y)
+    GraphGLMRegressor(**params, fit_policy=FitPolicy(distinct_rows=False)).fit(X, y)
     assert shared and not any(shared)
