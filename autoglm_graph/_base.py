@@ -29,6 +29,7 @@ from sklearn.utils.validation import (
 from ._fitted import FittedNetwork
 from ._glm import balance_glm, fit_global_glm, fit_negative_binomial
 from ._threads import with_thread_limit
+from ._timing import PhaseTimes
 from ._validation import (
     PRECISIONS,
     check_callbacks,
@@ -277,31 +278,36 @@ class _BaseGraphGLM(BaseEstimator):
         (:class:`~autoglm_graph.GraphGLMSearchCV` passes one to its trials)."""
         self._validate_params()
         self.device_ = resolve_device(self.device)
-        X, y, sample_weight, offset = self._validate_inputs(X, y, sample_weight, offset)
-        groups = _group_codes(groups, X.shape[0])
-        y_model = self._encode_target(y)
-        family = self._make_family(y_model)
-        family.check_y(y_model)
-        self.family_ = family
-        self.preprocessor_ = TabularPreprocessor()
-        # float64: the GLM is solved to a gradient tolerance on it (the
-        # network takes a float32 copy).
-        design = self.preprocessor_.fit_transform(X, dtype=np.float64)
-        self.feature_names_out_ = self.preprocessor_.get_feature_names_out()
-        _, scale = self.preprocessor_.design_scaling()
+        times = PhaseTimes(self.device_)
+        with times.phase("preprocessing"):
+            X, y, sample_weight, offset = self._validate_inputs(
+                X, y, sample_weight, offset
+            )
+            groups = _group_codes(groups, X.shape[0])
+            y_model = self._encode_target(y)
+            family = self._make_family(y_model)
+            family.check_y(y_model)
+            self.family_ = family
+            self.preprocessor_ = TabularPreprocessor()
+            # float64: the GLM is solved to a gradient tolerance on it (the
+            # network takes a float32 copy).
+            design = self.preprocessor_.fit_transform(X, dtype=np.float64)
+            self.feature_names_out_ = self.preprocessor_.get_feature_names_out()
+            _, scale = self.preprocessor_.design_scaling()
         glm_kwargs = dict(
             sample_weight=sample_weight,
             offset=offset,
             alpha=self.alpha,
             penalty_weights=scale**-2.0,  # alpha penalises the user's units
         )
-        if isinstance(family, NegativeBinomialFamily) and self._theta_by_ml():
-            glm, family = fit_negative_binomial(design, y_model, **glm_kwargs)
-            self.family_ = family
-        else:
-            glm = fit_global_glm(
-                design, y_model, family, n_outputs=self._n_outputs, **glm_kwargs
-            )
+        with times.phase("global_glm"):
+            if isinstance(family, NegativeBinomialFamily) and self._theta_by_ml():
+                glm, family = fit_negative_binomial(design, y_model, **glm_kwargs)
+                self.family_ = family
+            else:
+                glm = fit_global_glm(
+                    design, y_model, family, n_outputs=self._n_outputs, **glm_kwargs
+                )
         self.global_glm_ = glm
         self._set_global_coefficients(glm)
         self._fitted = None
@@ -314,18 +320,29 @@ class _BaseGraphGLM(BaseEstimator):
         reason = self._global_only_reason(X.shape[0])
         if reason is None:
             reason = self._fit_network(
-                design, y_model, sample_weight, offset, glm, groups, neighbor_cache
+                design,
+                y_model,
+                sample_weight,
+                offset,
+                glm,
+                groups,
+                neighbor_cache,
+                times,
             )
         # A kept location effect alone is not the global GLM either.
         self.is_global_only_ = reason is not None and self.location_effect_ is None
         self.global_only_reason_ = reason
-        self.balance_correction_ = self._balance(design, y_model, sample_weight, offset)
+        with times.phase("balance"):
+            self.balance_correction_ = self._balance(
+                design, y_model, sample_weight, offset
+            )
         if reason is not None and self.verbose:
             print(
                 f"{type(self).__name__}: the fitted model is the global GLM ({reason})."
             )
         self._train_index = self._row_labels(X)
         self.offset_used_ = offset is not None  # predict warns when it is missing
+        self.fit_times_ = times.result()
         return self
 
     def _balance(self, design, y_model, sample_weight, offset) -> float:
@@ -395,7 +412,7 @@ class _BaseGraphGLM(BaseEstimator):
         return None
 
     def _fit_network(
-        self, design, y_model, sample_weight, offset, glm, groups, neighbor_cache
+        self, design, y_model, sample_weight, offset, glm, groups, neighbor_cache, times
     ) -> str | None:
         rng = check_random_state(self.random_state)
         seed = int(rng.randint(np.iinfo(np.int32).max))
@@ -426,7 +443,9 @@ class _BaseGraphGLM(BaseEstimator):
         # On CUDA torch_geometric's layers draw from the device's generator.
         cuda = [self.device_] if torch.device(self.device_).type == "cuda" else []
         with torch.random.fork_rng(devices=cuda):
-            result = trainer.fit(train, val, neighbor_cache=neighbor_cache, seed=seed)
+            result = trainer.fit(
+                train, val, neighbor_cache=neighbor_cache, seed=seed, times=times
+            )
         self.history_ = result.history
         if result.gain is not None:
             self.validation_gain_ = result.gain

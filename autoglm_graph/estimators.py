@@ -196,6 +196,12 @@ _COMMON_ATTRIBUTES_DOC = """
     global_only_reason_ : str or None
     history_ : list of dict
         Per-epoch ``train_loss``, ``train_deviance``, ``val_deviance``, ``seconds``.
+    fit_times_ : dict of str to float
+        Wall seconds of the last ``fit`` by phase: ``preprocessing``,
+        ``global_glm``, ``graphs`` (the training loop's neighbour searches),
+        ``steps`` (optimiser steps), ``validation``, ``prediction_index``,
+        ``balance``, ``other``, and their ``total``. On CUDA each phase ends
+        with a synchronisation, so its kernels count in it.
     best_epoch_ : int
         The epoch whose weights were kept (when a network is used).
     validation_gain_, validation_gain_se_ : float

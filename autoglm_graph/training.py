@@ -24,6 +24,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from ._random import on_device
+from ._timing import PhaseTimes
 from .epochs import CachedStateEpochs, full_batch_epoch, minibatch_epoch
 from .families import Family
 from .graph import NeighborGraph
@@ -115,6 +116,7 @@ class Trainer:
         *,
         neighbor_cache: NeighborCache | None = None,
         seed: int | None = None,
+        times: PhaseTimes | None = None,
     ) -> FitResult:
         """Build the network on the rows' device and train it.
 
@@ -129,9 +131,11 @@ class Trainer:
         its own. ``seed`` gives the fit its own random stream (initial weights
         and dropout masks, :mod:`autoglm_graph._random`): the same seed, the
         same model, whatever other threads draw meanwhile; None draws from
-        torch's global generator.
+        torch's global generator. ``times`` adds the loop's phases to a
+        fit's :class:`~autoglm_graph._timing.PhaseTimes`.
         """
         device = train.context.device
+        times = PhaseTimes(device) if times is None else times
         net = self.net.build(seed).to(device)
         net.checkpoint_rows = self.policy.checkpoint_min_rows
         net.all_heads_max_src_rows = self.policy.all_heads_max_src_rows
@@ -139,11 +143,12 @@ class Trainer:
             net.generator = on_device(net.generator, device)
             if not net.fused:  # torch_geometric's layers draw from the global one
                 seed_global_generator(net.generator)
-        state = TrainingState(self, net, neighbor_cache)
+        state = TrainingState(self, net, neighbor_cache, times)
         try:
             best = state.run(train, val)
         finally:
-            index = state.finish(train)
+            with times.phase("prediction_index"):
+                index = state.finish(train)
             net.generator = None  # a fitted network draws nothing
         selector = state.selector
         result = FitResult(
@@ -158,7 +163,8 @@ class Trainer:
         if best is not None:
             net.load_state_dict(best.state_dict)
             net.eval()
-            result.states = state.source_states(train, best.train_graph)
+            with times.phase("prediction_index"):
+                result.states = state.source_states(train, best.train_graph)
         return result
 
 
@@ -194,9 +200,12 @@ class TrainingState:
         config: Trainer,
         net: GraphGLMNet,
         neighbor_cache: NeighborCache | None = None,
+        times: PhaseTimes | None = None,
     ) -> None:
         self.config = config
         self.net = net
+        #: Wall seconds by phase (:class:`~autoglm_graph._timing.PhaseTimes`).
+        self.times = PhaseTimes(net.head[-1].weight.device) if times is None else times
         #: Starts at the configured precision; bf16 may fall back to fp32.
         self.precision = config.precision
         self.history: list[dict] = []
@@ -524,7 +533,7 @@ class TrainingState:
                 and (epoch - 1) % self.config.graph.refresh == 0
             )
             if refresh:
-                with torch.no_grad():
+                with torch.no_grad(), self.times.phase("graphs"):
                     self.net.eval()
                     graph, self._val_graph = self.build_graphs(train, val)
                     self.train_graph = graph
@@ -542,9 +551,11 @@ class TrainingState:
             reuse = (
                 validate is not None and self.net.dropout == 0 and config.ema_decay <= 0
             )
-            loss, train_dev = self._train_step(
-                optimizer, train, graph, before_step=validate if reuse else None
-            )
+            # (Reused, the validation counts among the steps.)
+            with self.times.phase("steps"):
+                loss, train_dev = self._train_step(
+                    optimizer, train, graph, before_step=validate if reuse else None
+                )
             # fp16 overflow is the gradient scaler's to handle (it skipped
             # the step); in fp32 a non-finite loss is a real divergence.
             if not np.isfinite(loss) and self.precision != "fp16":
@@ -571,9 +582,10 @@ class TrainingState:
                 )
             logs.update(train_loss=loss, train_deviance=train_dev)
             if self.weight_average is not None:
-                self.weight_average.update()
+                with self.times.phase("steps"):
+                    self.weight_average.update()
             if validate is not None and "val_deviance" not in logs:
-                with self._ema_weights():
+                with self._ema_weights(), self.times.phase("validation"):
                     validate(self.source_states(train, graph))
             logs["seconds"] = time.perf_counter() - start
             self.history.append(logs)

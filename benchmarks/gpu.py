@@ -1,42 +1,176 @@
-"""The scale benchmark on one GPU (H200 class), sized to finish in under 8 minutes.
+"""GPU: training-step kernels and default fits on one GPU, with LightGBM beside them.
 
-Runs :mod:`scale` with GPU sizes: training steps of the fast path against
-torch_geometric's layer at 1M and 10M rows (fp32 and bf16), and fits at 100k,
-1M and 10M rows (exact neighbour search on the GPU, input-space graph; 10M
-rows train in mini-batches). Record its table in ``benchmarks/results/gpu.md``
-whenever it has run on a GPU::
+Answers: how fast is a training step (the fused path against torch_geometric's
+``GATConv``, fp32 and bf16), and how much of a default fit is its optimiser
+steps (``fit_times_``: preprocessing, global GLM, graphs, steps, validation,
+wrap-up) at 100k and 1M rows of synthetic varying-coefficient data (d = 32,
+gaussian), against LightGBM on the machine's CPU threads. Sized for one
+H200-class card in a few minutes::
 
-    python benchmarks/gpu.py --out benchmarks/results/gpu
+    python benchmarks/gpu.py --out benchmarks/results/gpu.md
 
-Extra arguments are passed to ``scale.py`` (e.g. ``--sizes 1000000``).
-On a machine without CUDA it stops with a message.
+On a machine without CUDA it stops with a message. Timings are for reading,
+never asserted in tests.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import sys
+import time
+from pathlib import Path
 
-import scale
+import numpy as np
 import torch
 
-GPU_DEFAULTS = [
-    "--device", "cuda",
-    "--threads", "8",
-    "--step-sizes", "1000000", "10000000",
-    "--sizes", "100000", "1000000", "10000000",
-    "--precisions", "fp32", "bf16",
-    "--datasets", "fertility", "flights",
-    "--graph-space", "input",
-    "--backend", "exact",
-    "--max-epochs", "60",
-]  # fmt: skip
+
+def _table(rows: list[dict]) -> str:
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        lines.append("| " + " | ".join(str(row.get(c, "")) for c in columns) + " |")
+    return "\n".join(lines)
+
+
+def _synthetic(n: int, n_test: int = 20_000):
+    from autoglm_graph.datasets import make_varying_coefficients
+
+    X, y, _ = make_varying_coefficients(
+        n + n_test, 32, 4, family="gaussian", noise=0.5, random_state=0
+    )
+    return X[:n], y[:n], X[n:], y[n:]
+
+
+def _random_graph(n: int, k: int, device: str):
+    from autoglm_graph import NeighborGraph
+
+    # A step's cost depends on how many neighbours a row has, not which.
+    generator = torch.Generator().manual_seed(0)
+    return NeighborGraph(
+        torch.randint(0, n, (n, k), generator=generator),
+        torch.rand(n, k, generator=generator),
+        torch.ones(n, k, dtype=torch.bool),
+    ).to(device)
+
+
+def step_rows(sizes: list[int], k: int, repeats: int) -> list[dict]:
+    """Median seconds of one full-batch step (forward, backward, AdamW)."""
+    from autoglm_graph.modules import GraphGLMNet
+
+    rows = []
+    for n in sizes:
+        context = torch.randn(n, 32, device="cuda")
+        targets = torch.randn(n, 2, device="cuda")
+        graph = _random_graph(n, k, "cuda")
+        for layer in ("pyg", "fused"):
+            torch.manual_seed(0)
+            net = GraphGLMNet(
+                32, 33, hidden_channels=64, heads=4, num_layers=2,
+                target_channels=2, message_passing=layer,
+            ).cuda()  # fmt: skip
+            adjacency = net.adjacency(graph, n)
+            optimizer = torch.optim.AdamW(net.parameters(), lr=1e-3, fused=True)
+            for precision, dtype in (("fp32", None), ("bf16", torch.bfloat16)):
+                times = []
+                try:
+                    for _ in range(repeats + 1):  # the first warms up
+                        torch.cuda.synchronize()
+                        start = time.perf_counter()
+                        with torch.autocast(
+                            "cuda", dtype=dtype, enabled=dtype is not None
+                        ):
+                            delta, _ = net(context, targets, adjacency)
+                        loss = delta.float().square().mean()
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                        torch.cuda.synchronize()
+                        times.append(time.perf_counter() - start)
+                    seconds = f"{np.median(times[1:]):.3f}"
+                except torch.OutOfMemoryError:
+                    seconds = "out of memory"
+                torch.cuda.empty_cache()
+                rows.append(
+                    {"rows": n, "layer": layer, "precision": precision, "step_s": seconds}
+                )
+    return rows
+
+
+def fit_rows(sizes: list[int], threads: int) -> list[dict]:
+    """Default fits on the GPU, their phases, and LightGBM on the CPU threads."""
+    import lightgbm
+
+    from autoglm_graph import GraphGLMRegressor
+
+    rows = []
+    for n in sizes:
+        X, y, X_test, y_test = _synthetic(n)
+        torch.cuda.reset_peak_memory_stats()
+        model = GraphGLMRegressor(random_state=0, device="cuda")
+        start = time.perf_counter()
+        model.fit(X, y)
+        fit_s = time.perf_counter() - start
+        start = time.perf_counter()
+        prediction = model.predict(X_test)
+        predict_s = time.perf_counter() - start
+        glm = GraphGLMRegressor(local_penalty=np.inf, device="cuda").fit(X, y)
+        start = time.perf_counter()
+        booster = lightgbm.LGBMRegressor(n_jobs=threads, verbose=-1).fit(X, y)
+        lgbm_s = time.perf_counter() - start
+        phases = model.fit_times_
+        row = {
+            "rows": n,
+            "fit_s": round(fit_s, 2),
+            "epochs": model.n_iter_,
+            **{f"{name}_s": round(s, 2) for name, s in phases.items()},
+            "steps_share": f"{phases['steps'] / fit_s:.0%}",
+            "predict_rows_per_s": int(len(X_test) / predict_s),
+            "test_mse": round(float(np.mean((prediction - y_test) ** 2)), 4),
+            "glm_test_mse": round(float(np.mean((glm.predict(X_test) - y_test) ** 2)), 4),
+            "lightgbm_s": round(lgbm_s, 2),
+            "lightgbm_test_mse": round(
+                float(np.mean((booster.predict(X_test) - y_test) ** 2)), 4
+            ),
+            "peak_gpu_gib": round(torch.cuda.max_memory_allocated() / 2**30, 1),
+        }
+        print(row, flush=True)
+        rows.append(row)
+    return rows
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = sys.argv[1:] if argv is None else argv
-    if not torch.cuda.is_available() and "--device" not in argv:
-        sys.exit("benchmarks/gpu.py needs a CUDA device; run benchmarks/scale.py here.")
-    scale.main([*GPU_DEFAULTS, *argv])  # later arguments override the defaults
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parts", nargs="+", default=["step", "fit"])
+    parser.add_argument("--step-sizes", nargs="+", type=int, default=[1_000_000])
+    parser.add_argument("--sizes", nargs="+", type=int, default=[100_000, 1_000_000])
+    parser.add_argument("--k", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        sys.exit("benchmarks/gpu.py needs a CUDA device.")
+    torch.set_num_threads(args.threads)
+    sections = []
+    if "step" in args.parts:
+        table = _table(step_rows(args.step_sizes, args.k, args.repeats))
+        print(table, flush=True)
+        sections.append(("One full-batch training step (random k-regular graph)", table))
+    if "fit" in args.parts:
+        table = _table(fit_rows(args.sizes, args.threads))
+        print(table, flush=True)
+        sections.append(("Default fits (`fit_times_` phases, seconds)", table))
+    if args.out is not None:
+        machine = (
+            f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, "
+            f"{args.threads} CPU threads"
+        )
+        command = "python benchmarks/gpu.py " + " ".join(sys.argv[1:])
+        body = "\n\n".join(f"## {title}\n\n{table}" for title, table in sections)
+        args.out.write_text(
+            f"# GPU\n\nCommand: `{command}`\n\nMachine: {machine}\n\n{body}\n"
+        )
 
 
 if __name__ == "__main__":
