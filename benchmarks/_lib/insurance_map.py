@@ -15,7 +15,7 @@ script prints the test deviance beside the GLM's, so the picture is read with
 that figure, and :func:`autoglm_graph.heterogeneity_test` on the test policies
 (which effects vary), written next to the map as ``OUT.md``.
 
-    python benchmarks/insurance_map.py --location \
+    python benchmarks/insurance.py map --location \
         --out benchmarks/results/insurance_map.png
 """
 
@@ -23,18 +23,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
-from _common import to_markdown
-from insurance import DEFAULT_DATA, load_task
 from sklearn.metrics import mean_poisson_deviance
 
 from autoglm_graph import GraphGLMRegressor, heterogeneity_test
+from benchmarks._lib.common import command_line, to_markdown
+from benchmarks._lib.insurance_data import DEFAULT_DATA, load_task
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=None)
     parser.add_argument("--subsample", type=int, default=40000)
@@ -94,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         ]
     )
     print(text)
-    command = "python benchmarks/insurance_map.py " + " ".join(argv or sys.argv[1:])
+    command = command_line("insurance.py map", argv)
     args.out.with_suffix(".md").write_text(
         f"# Which effects vary on the Belgian test policies\n\n    {command}\n\n"
         f"{summary}\n\n`heterogeneity_test(model, X_test, y_test, offset=...)`:\n\n"
@@ -113,7 +112,3 @@ def main(argv: list[str] | None = None) -> int:
 
 def _cell(value) -> str:
     return str(value) if isinstance(value, (bool, np.bool_)) else f"{value:.4g}"
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -146,13 +146,19 @@ def _no_offset(name: str, offset) -> None:
 class GraphGLMModel:
     """Our estimators: DataFrames, offsets and families are native."""
 
-    def __init__(self, task: Task, **params) -> None:
+    def __init__(self, task: Task, package=None, **params) -> None:
+        # ``package``: another version of ``autoglm_graph`` (a git revision's).
+        classifier, regressor = (
+            (GraphGLMClassifier, GraphGLMRegressor)
+            if package is None
+            else (package.GraphGLMClassifier, package.GraphGLMRegressor)
+        )
         self.task = task
         params.setdefault("n_jobs", task.threads)  # None: the estimator's 1
         if task.is_classification:
-            self.estimator = GraphGLMClassifier(random_state=task.seed, **params)
+            self.estimator = classifier(random_state=task.seed, **params)
         else:
-            self.estimator = GraphGLMRegressor(
+            self.estimator = regressor(
                 family=task.family,
                 power=task.power,
                 theta=task.theta,

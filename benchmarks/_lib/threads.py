@@ -6,7 +6,7 @@ torch thread per fit, the default) or -1 (every core per fit, which is what
 torch did before the estimators had ``n_jobs``). With ``GridSearchCV(n_jobs=2)``
 on a 2-core machine the second oversubscribes: 2 workers x 2 threads.
 
-    python benchmarks/threads.py --out benchmarks/results/threads
+    python benchmarks/scale.py threads --out benchmarks/results/threads
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
-import sys
 import time
 from pathlib import Path
 
@@ -23,6 +21,7 @@ from sklearn.model_selection import GridSearchCV
 
 from autoglm_graph import GraphGLMRegressor
 from autoglm_graph.datasets import make_varying_coefficients
+from benchmarks._lib.common import command_line
 
 GRID = {"n_neighbors": [8, 16], "learning_rate": [3e-3, 6e-3]}
 
@@ -38,7 +37,7 @@ def run(n_rows: int, search_jobs: int, estimator_jobs: int | None, max_epochs: i
     return time.perf_counter() - start, float(search.best_score_)
 
 
-def main(argv=None) -> None:
+def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=6000)
     parser.add_argument("--max-epochs", type=int, default=30)
@@ -59,7 +58,7 @@ def main(argv=None) -> None:
     lines = [
         "# GridSearchCV over GraphGLM: search and estimator threads",
         "",
-        f"Command: `python {shlex.join(sys.argv)}`",
+        f"Command: `{command_line('scale.py threads', argv)}`",
         "",
         f"{os.cpu_count()} CPUs; {args.rows} rows x 8 features, poisson, "
         f"{len(GRID['n_neighbors']) * len(GRID['learning_rate'])} candidates x "
@@ -79,7 +78,3 @@ def main(argv=None) -> None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.with_suffix(".md").write_text(text)
         args.out.with_suffix(".json").write_text(json.dumps(rows, indent=1))
-
-
-if __name__ == "__main__":
-    main()

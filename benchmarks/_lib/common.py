@@ -1,8 +1,10 @@
-"""Small helpers shared by the benchmark scripts."""
+"""Small helpers shared by the benchmark entry points."""
 
 from __future__ import annotations
 
 import platform
+import shlex
+import sys
 from pathlib import Path
 
 
@@ -38,3 +40,21 @@ def write_record(
     if out is not None:
         Path(out).with_suffix(".md").write_text(text)
     return text
+
+
+def command_line(entry: str, argv: list[str]) -> str:
+    """The command that made a record: ``python benchmarks/<entry> <argv>``."""
+    return shlex.join(["python", *f"benchmarks/{entry}".split(), *argv])
+
+
+def dispatch(argv: list[str] | None, parts: dict, default=None):
+    """Run the part named by the first argument with the rest of them.
+
+    Without a part's name the arguments go to ``default`` (when given).
+    """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in parts:
+        return parts[argv[0]](argv[1:])
+    if default is None:
+        raise SystemExit(f"expected one of {sorted(parts)} as the first argument")
+    return default(argv)

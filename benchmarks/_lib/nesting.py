@@ -7,19 +7,17 @@
    mean deviance of the global GLM, the graph GLM (defaults) and the true model,
    and the RMSE of per-row coefficients to the truth, per family.
 
-    python benchmarks/nesting_and_synthetic.py --out benchmarks/results/estimators
+    python benchmarks/properties.py nesting --out benchmarks/results/estimators
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
-from _common import to_markdown
 from sklearn.linear_model import (
     GammaRegressor,
     LogisticRegression,
@@ -31,6 +29,7 @@ from sklearn.preprocessing import StandardScaler
 
 from autoglm_graph import GraphGLMClassifier, GraphGLMRegressor
 from autoglm_graph.datasets import make_varying_coefficients
+from benchmarks._lib.common import command_line, to_markdown
 
 ALPHA = 1e-2
 
@@ -126,7 +125,7 @@ def _deviance(model, X, y) -> float:
     return family.deviance(torch.as_tensor(y, dtype=torch.float64), eta).item()
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None)
@@ -137,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
     print()
     print(synthetic)
     if args.out is not None:
-        command = "python " + " ".join(sys.argv)
+        command = command_line("properties.py nesting", argv)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.with_suffix(".md").write_text(
             f"# Estimator figures of record\n\nCommand: `{command}`\n\n"
@@ -145,7 +144,3 @@ def main(argv: list[str] | None = None) -> None:
             f"{nesting}\n\n## Heterogeneous synthetic data (3 groups, 1500 train "
             f"/ 500 test rows, defaults)\n\n{synthetic}\n"
         )
-
-
-if __name__ == "__main__":
-    main()

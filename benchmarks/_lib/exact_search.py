@@ -6,26 +6,24 @@ the tiled search (:func:`autoglm_graph._topk.fill_topk`). Both are timed on
 the same random unit rows (the best of ``--repeats`` alternating runs, one
 process), and their neighbour lists compared: the table gives the share of
 query rows whose lists are equal (1 but for float rounding in near-ties).
-The tile size is the one ``chunk_size=None`` chose before (32 MB). faiss is
-timed at every size (``graph._FAISS_EXACT_MIN_ROWS`` is set to 0 here): the
-table is where those thresholds come from.
+The tile size is the one ``chunk_size=None`` chose before (32 MB).
+``chunk_size=None`` runs faiss from 5,000 base rows or 64 columns: keep
+``--dims`` at 64 or more to time faiss at every size (the table is where
+those thresholds come from, ``docs/decisions/neighbor_search.md``).
 
-    python benchmarks/exact_search.py --sizes 3750:3400 18500:16700 20000:90000
+    python benchmarks/neighbors.py exact --sizes 3750:3400 18500:16700 20000:90000
 """
 
 from __future__ import annotations
 
 import argparse
-import shlex
-import sys
 import time
 from pathlib import Path
 
 import torch
-from _common import cpu_name, to_markdown, write_record
 
-from autoglm_graph import graph
 from autoglm_graph.graph import cosine_topk
+from benchmarks._lib.common import command_line, cpu_name, to_markdown, write_record
 
 #: The tiled search's former automatic tile, in bytes (``_topk._TILE_BYTES``).
 TILE_BYTES = 32 * 2**20
@@ -61,7 +59,7 @@ def compare(n_queries: int, n_base: int, dim: int, repeats: int) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> list[dict]:
+def main(argv: list[str]) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--sizes",
@@ -75,17 +73,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--out", type=Path, default=None, help="write <out>.md")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    saved, graph._FAISS_EXACT_MIN_ROWS = graph._FAISS_EXACT_MIN_ROWS, 0
     rows = []
-    try:  # faiss at every size: the comparison
-        for size in args.sizes:
-            n_queries, n_base = (int(part) for part in size.split(":"))
-            for dim in args.dims:
-                rows.append(compare(n_queries, n_base, dim, args.repeats))
-                print(rows[-1], flush=True)
-    finally:
-        graph._FAISS_EXACT_MIN_ROWS = saved
-    command = "python " + shlex.join(["benchmarks/exact_search.py", *sys.argv[1:]])
+    for size in args.sizes:
+        n_queries, n_base = (int(part) for part in size.split(":"))
+        for dim in args.dims:
+            rows.append(compare(n_queries, n_base, dim, args.repeats))
+            print(rows[-1], flush=True)
+    command = command_line("neighbors.py exact", argv)
     write_record(
         "Exact neighbour search: faiss's exhaustive search against the tiles",
         command,
@@ -94,7 +88,3 @@ def main(argv: list[str] | None = None) -> list[dict]:
         args.out,
     )
     return rows
-
-
-if __name__ == "__main__":
-    main()

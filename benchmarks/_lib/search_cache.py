@@ -8,28 +8,26 @@ does: each fit with its own graph (no shared cache) and with one
 ``NeighborCache`` shared by all fits. It prints a markdown table (seconds per
 trial, ratio) and writes it to ``benchmarks/results/search_cache.md``.
 
-    python benchmarks/search_cache.py --threads 1
-    python benchmarks/search_cache.py --rows 5000 --epochs 5   # quick check
+    python benchmarks/search.py cache --threads 1
+    python benchmarks/search.py cache --rows 5000 --epochs 5   # quick check
 """
 
 from __future__ import annotations
 
 import argparse
-import shlex
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
-from _common import cpu_name, to_markdown
 from sklearn.preprocessing import StandardScaler
 
 from autoglm_graph import GraphGLMRegressor
 from autoglm_graph.datasets import make_varying_coefficients
 from autoglm_graph.graph import NeighborCache, cosine_topk
+from benchmarks._lib.common import command_line, cpu_name, to_markdown
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parents[1] / "results"
 # (n_neighbors, threshold) of the trials; the first is the widest, as a search
 # reaches its widest k early on average (later, wider trials search again).
 TRIALS = [(32, 0.0), (16, 0.2), (8, 0.1), (24, 0.3), (12, 0.0), (4, 0.4)]
@@ -70,7 +68,7 @@ def search_seconds(X, k: int) -> float:
     return min(times)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=20000)
     parser.add_argument("--features", type=int, default=10)
@@ -127,7 +125,7 @@ def main(argv: list[str] | None = None) -> None:
         }
     )
     saving = (sum(plain[later]) - sum(cached[later])) / max(1, len(plain) - 1)
-    command = "python benchmarks/search_cache.py " + shlex.join(sys.argv[1:])
+    command = command_line("search.py cache", argv)
     text = "\n".join(
         [
             "# Shared neighbour cache of a search: trials with vs without",
@@ -157,7 +155,3 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(text)
     Path(args.out).write_text(text)
-
-
-if __name__ == "__main__":
-    main()

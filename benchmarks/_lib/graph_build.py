@@ -42,7 +42,7 @@ reports recall@k of the approximate graph against the exact one. For each N of
 approximate graph is built, and its recall is checked on ``--recall-sample``
 random rows against an exact search of those rows among all N.
 
-Run ``python benchmarks/graph_build.py --help`` for the options.
+Run ``python benchmarks/neighbors.py build --help`` for the options.
 """
 
 from __future__ import annotations
@@ -54,15 +54,14 @@ import os
 import platform
 import queue as queue_module
 import resource
-import shlex
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-from _common import cpu_name
+
+from benchmarks._lib.common import command_line, cpu_name
 
 METHODS = ("ours", "faiss", "sklearn")
 
@@ -566,9 +565,9 @@ def _thread_setting(value: str) -> int | None:
     return None if value == "default" else int(value)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str]) -> None:
     args = parse_args(argv)
-    command = "python " + shlex.join(sys.argv if argv is None else ["", *argv])
+    command = command_line("neighbors.py build", argv)
     if args.approximate:
         main_approximate(args, command)
         return
@@ -584,7 +583,3 @@ def main(argv: list[str] | None = None) -> None:
     info["loadavg_end"] = os.getloadavg()
     if args.out is not None:
         write_report(args.out, command, info, args, sections)
-
-
-if __name__ == "__main__":
-    main()

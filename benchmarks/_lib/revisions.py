@@ -1,4 +1,4 @@
-"""A/B of the training step: this working tree against a git revision, in one process.
+"""Steps and fits of this working tree against a git revision, in one process.
 
 Single timings on a shared or virtual machine vary by 20 % and more between
 runs, so a kernel change is measured as a ratio of two versions timed
@@ -16,10 +16,12 @@ benchmark suite's (``run.py``: its split of each dataset at a seed, its
 model settings and test deviance; ``--seed`` picks run.py's seed) instead of
 synthetic sizes.
 
-    python benchmarks/step_ab.py --baseline HEAD~1 --sizes 3400 15000 40000
-    python benchmarks/step_ab.py --baseline HEAD~1 --fit --sizes 100000 --threads 2
-    python benchmarks/step_ab.py --baseline HEAD~1 --fit --datasets hi star
-    python benchmarks/step_ab.py --baseline HEAD~1 --fit --seed 2 --datasets diamonds
+    python benchmarks/ablation.py speed --baseline HEAD~1 --sizes 3400 15000 40000
+    python benchmarks/ablation.py speed --baseline HEAD~1 --fit --sizes 100000 \\
+        --threads 2
+    python benchmarks/ablation.py speed --baseline HEAD~1 --fit --datasets hi star
+    python benchmarks/ablation.py speed --baseline HEAD~1 --fit --seed 2 \\
+        --datasets diamonds
 
 Timings are for reading, never asserted in tests.
 """
@@ -39,13 +41,16 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _common import cpu_name, to_markdown, write_record
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks._lib import models
+from benchmarks._lib.common import command_line, cpu_name, to_markdown, write_record
+from benchmarks._lib.suite import family_parameters, score
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
-def import_revision(revision: str, folder: Path):
-    """``autoglm_graph`` as it was at ``revision``, imported under another name."""
+def import_revision(revision: str, folder: Path, name: str = "autoglm_graph_baseline"):
+    """``autoglm_graph`` as it was at ``revision``, imported as ``name``."""
     archive = subprocess.run(
         ["git", "archive", revision, "autoglm_graph"],
         cwd=ROOT,
@@ -54,9 +59,10 @@ def import_revision(revision: str, folder: Path):
     ).stdout
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(folder, filter="data")
-    (folder / "autoglm_graph").rename(folder / "autoglm_graph_baseline")
-    sys.path.insert(0, str(folder))
-    return importlib.import_module("autoglm_graph_baseline")
+    (folder / "autoglm_graph").rename(folder / name)
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+    return importlib.import_module(name)
 
 
 def random_graph(n: int, k: int, seed: int):
@@ -76,10 +82,9 @@ def make_step(
 ):
     """A closure running one training step of ``package``'s network, and its weights.
 
-    ``prepare(net)``, when given, runs on the network before the step is built
-    (``compile_step.py`` compiles parts of it there). ``rows``, when given, is
-    ``(context, graph)``: the rows and neighbour lists to step on instead of
-    random ones (``row_order.py`` orders them).
+    ``prepare(net)``, when given, runs on the network before the step is built.
+    ``rows``, when given, is ``(context, graph)``: the rows and neighbour lists
+    to step on instead of random ones.
     """
     modules = importlib.import_module(f"{package.__name__}.modules")
     graph_module = importlib.import_module(f"{package.__name__}.graph")
@@ -142,33 +147,24 @@ def make_fit(package, n: int, threads: int):
 def make_suite_fit(package, name: str, threads: int, seed: int = 0, **params):
     """A closure fitting ``package``'s estimator as ``run.py`` does on ``name``
     (its split and model seed ``seed``), with ``params`` set on the estimator."""
-    import bench_models
-    import run
-
     from autoglm_graph import get_family
     from autoglm_graph.datasets import load_dataset
 
     ds = load_dataset(name, random_state=seed)
-    family_params = run.family_parameters(name)
-    task = bench_models.Task(ds.family, seed=seed, threads=threads, **family_params)
+    family_params = family_parameters(name)
+    task = models.Task(ds.family, seed=seed, threads=threads, **family_params)
     family = get_family(ds.family, **family_params)
     n_classes = None if ds.classes is None else len(ds.classes)
 
     def fit() -> dict:
-        # run.py's adapter with this package's estimators in place of ours.
-        saved = (bench_models.GraphGLMClassifier, bench_models.GraphGLMRegressor)
-        bench_models.GraphGLMClassifier = package.GraphGLMClassifier
-        bench_models.GraphGLMRegressor = package.GraphGLMRegressor
-        try:
-            model = bench_models.GraphGLMModel(task)
-        finally:
-            bench_models.GraphGLMClassifier, bench_models.GraphGLMRegressor = saved
+        # run.py's adapter with this package's estimators.
+        model = models.GraphGLMModel(task, package=package)
         model.estimator.set_params(**params)
         start = time.perf_counter()
         model.fit(ds.X_train, ds.y_train, ds.offset_train, groups=ds.groups_train)
         seconds = time.perf_counter() - start
         mean = np.asarray(model.predict(ds.X_test, ds.offset_test))
-        scores = run.score(family, ds, mean, n_classes)
+        scores = score(family, ds, mean, n_classes)
         return {
             "s": seconds,
             "epochs": model.estimator.n_iter_,
@@ -202,7 +198,7 @@ def compare_fits(baseline, n, threads: int, repeats: int, seed: int = 0) -> dict
     return row
 
 
-def main(argv: list[str] | None = None) -> list[dict]:
+def main(argv: list[str]) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", default="HEAD", help="git revision to compare")
     parser.add_argument("--sizes", type=int, nargs="+", default=[3400, 15000, 40000])
@@ -249,7 +245,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 }
             )
             print(rows[-1], flush=True)
-    command = "python benchmarks/step_ab.py " + " ".join(argv or sys.argv[1:])
+    command = command_line("ablation.py speed", argv)
     resolved = subprocess.run(
         ["git", "rev-parse", "--short", args.baseline],
         cwd=ROOT,
@@ -277,7 +273,3 @@ def main(argv: list[str] | None = None) -> list[dict]:
         args.out,
     )
     return rows
-
-
-if __name__ == "__main__":
-    main()

@@ -8,25 +8,23 @@ alternately in one process and on one thread, and reports fit seconds, the
 seconds of the epochs that refreshed the graph, the epochs run and the test
 deviance.
 
-    python benchmarks/refresh_backend.py --out benchmarks/results/refresh_backend
+    python benchmarks/neighbors.py refresh --out benchmarks/results/refresh_backend
 """
 
 from __future__ import annotations
 
 import argparse
-import shlex
-import sys
 import time
 from pathlib import Path
 
-import bench_models
 import numpy as np
 import torch
-from _common import cpu_name, to_markdown
-from run import family_parameters, score
 
 from autoglm_graph import get_family
 from autoglm_graph.datasets import load_dataset
+from benchmarks._lib import models as bench_models
+from benchmarks._lib.common import command_line, cpu_name, to_markdown
+from benchmarks._lib.suite import family_parameters, score
 
 DATASETS = ("nass_cds", "cps1988", "hi", "star")
 
@@ -56,18 +54,18 @@ def fit_once(name: str, backend: str) -> dict:
     }
 
 
-def main() -> None:
+def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
     parser.add_argument("--out", type=Path, default=None)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(1)
     rows = []
     for name in args.datasets:
         for backend in ("exact", "auto"):
             rows.append(fit_once(name, backend))
             print(rows[-1], flush=True)
-    command = "python benchmarks/refresh_backend.py " + shlex.join(sys.argv[1:])
+    command = command_line("neighbors.py refresh", argv)
     text = (
         "# Embedding-graph refreshes: exact against IVF\n\n"
         f"Command: `{command.strip()}`\n\n"
@@ -81,7 +79,3 @@ def main() -> None:
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.with_suffix(".md").write_text(text)
-
-
-if __name__ == "__main__":
-    main()

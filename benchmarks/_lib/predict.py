@@ -13,7 +13,7 @@ relative to the exact backend's model.
 * ``flights``: 100k rows of the suite's flights training set (real rows with
   9 features, many near-duplicates).
 
-    python benchmarks/predict.py --out benchmarks/results/predict
+    python benchmarks/scale.py predict --out benchmarks/results/predict
 
 Timings are for reading, never asserted in tests.
 """
@@ -21,17 +21,15 @@ Timings are for reading, never asserted in tests.
 from __future__ import annotations
 
 import argparse
-import shlex
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
-from _common import cpu_name, to_markdown
 
 from autoglm_graph import GraphGLMRegressor
 from autoglm_graph.graph import cosine_topk, recall_at_k
+from benchmarks._lib.common import command_line, cpu_name, to_markdown
 
 
 def _data(name: str, n_train: int, n_test: int):
@@ -145,7 +143,7 @@ def run(args) -> list[dict]:
     return rows
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", default=["synthetic", "flights"])
     parser.add_argument("--backends", nargs="+", default=["exact", "faiss"])
@@ -159,14 +157,10 @@ def main(argv: list[str] | None = None) -> None:
     table = to_markdown(run(args))
     print(table)
     if args.out is not None:
-        command = "python " + shlex.join(["benchmarks/predict.py", *sys.argv[1:]])
+        command = command_line("scale.py predict", argv)
         machine = f"{cpu_name()}, torch {torch.__version__}"
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.with_suffix(".md").write_text(
             f"# Prediction throughput\n\nCommand: `{command}`\n\nMachine: {machine}\n\n"
             f"{table}\n"
         )
-
-
-if __name__ == "__main__":
-    main()

@@ -30,27 +30,26 @@ effect differs between the groups (varying: ``v_no``, ``v_yes``). A level's
 test moves the rows at that level to another level (see
 ``autoglm_graph.heterogeneity``); there is no oracle column.
 
-    python benchmarks/heterogeneity.py --seeds 20 --out benchmarks/results/heterogeneity
-    python benchmarks/heterogeneity.py --seeds 20 --centres all \\
+    python benchmarks/properties.py heterogeneity --seeds 20 \\
+        --out benchmarks/results/heterogeneity
+    python benchmarks/properties.py heterogeneity --seeds 20 --centres all \\
         --out benchmarks/results/heterogeneity_all_centres
-    python benchmarks/heterogeneity.py --seeds 20 --family gaussian \\
+    python benchmarks/properties.py heterogeneity --seeds 20 --family gaussian \\
         --out benchmarks/results/heterogeneity_gaussian
-    python benchmarks/heterogeneity.py --seeds 20 --family binomial \\
+    python benchmarks/properties.py heterogeneity --seeds 20 --family binomial \\
         --out benchmarks/results/heterogeneity_binomial
-    python benchmarks/heterogeneity.py --seeds 20 --data categorical \\
+    python benchmarks/properties.py heterogeneity --seeds 20 --data categorical \\
         --out benchmarks/results/heterogeneity_categorical
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from _common import to_markdown
 from scipy.special import logsumexp
 from sklearn.utils import check_random_state
 
@@ -64,6 +63,7 @@ from autoglm_graph.heterogeneity import (
     _unit_deviance,
     heterogeneity_test,
 )
+from benchmarks._lib.common import command_line, to_markdown
 
 VARYING = ("intercept", "x0", "x1")
 CONSTANT = ("x2", "x3")
@@ -223,7 +223,7 @@ def run_seed(
     return model, table, oracle
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--n-train", type=int, default=2000)
@@ -302,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         [
             "# heterogeneity_test: power and size",
             "",
-            "    python benchmarks/heterogeneity.py " + " ".join(sys.argv[1:]),
+            "    " + command_line("properties.py heterogeneity", argv),
             "",
             f"{args.n_train} training and {args.n_test} test rows per seed, "
             + (
@@ -326,7 +326,3 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is not None:
         args.out.with_suffix(".md").write_text(text)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
