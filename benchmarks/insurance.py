@@ -47,13 +47,13 @@ import platform
 import sys
 import time
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
+
+if not __package__:  # ``python benchmarks/X.py``: import ``benchmarks`` from the root
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 import pandas as pd
-from _common import cpu_name, to_markdown
-from bench_models import ALPHA
 from sklearn.metrics import mean_gamma_deviance, mean_poisson_deviance
 from sklearn.model_selection import KFold, train_test_split
 
@@ -63,106 +63,13 @@ from autoglm_graph import (
     TabularPreprocessor,
     gini,
 )
+from benchmarks._lib import insurance_map
+from benchmarks._lib.common import cpu_name, to_markdown
+from benchmarks._lib.insurance_data import DEFAULT_DATA, PORTFOLIOS, Data, load_task
+from benchmarks._lib.models import ALPHA
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "insurance"
 MODELS = ("glum", "graphglm", "graphglm_search", "lightgbm", "lightgbm_optuna")
 TASKS = ("frequency", "severity")
-
-
-@dataclass(frozen=True)
-class Portfolio:
-    """Where a portfolio's columns are (see the data card's README.md)."""
-
-    file: str
-    exposure: str
-    count: str
-    amount: str
-    amount_is_average: bool
-    features: tuple[str, ...]
-    location: tuple[str, ...] = ()
-
-
-PORTFOLIOS = {
-    "belgian": Portfolio(
-        "bemtpl97.parquet",
-        "expo",
-        "nclaims",
-        "amount",
-        False,
-        (
-            "coverage",
-            "ageph",
-            "sex",
-            "bm",
-            "power",
-            "agec",
-            "fuel",
-            "use",
-            "fleet",
-            "long",
-            "lat",
-        ),
-        location=("long", "lat"),
-    ),
-    "norwegian": Portfolio(
-        "norauto.parquet",
-        "Expo",
-        "NbClaim",
-        "ClaimAmount",
-        True,
-        ("Male", "Young", "DistLimit", "GeoRegion"),
-    ),
-    "australian": Portfolio(
-        "ausprivauto.parquet",
-        "Exposure",
-        "ClaimNb",
-        "ClaimAmount",
-        False,
-        ("VehValue", "VehAge", "VehBody", "Gender", "DrivAge"),
-    ),
-}
-
-
-@dataclass
-class Data:
-    """One modelling task: features, target, weights, offset, exposure."""
-
-    X: pd.DataFrame
-    y: np.ndarray
-    weight: np.ndarray  # the deviance's and the balance's row weights
-    offset: np.ndarray | None
-    family: str
-    location: tuple[str, ...] = ()  # coordinate columns of X, if any
-
-    def take(self, rows: np.ndarray) -> Data:
-        return Data(
-            self.X.iloc[rows].reset_index(drop=True),
-            self.y[rows],
-            self.weight[rows],
-            None if self.offset is None else self.offset[rows],
-            self.family,
-            self.location,
-        )
-
-
-def load_task(folder: Path, name: str, task: str, subsample, seed: int) -> Data:
-    """The frequency or severity data of a portfolio (subsampled policies)."""
-    spec = PORTFOLIOS[name]
-    frame = pd.read_parquet(folder / spec.file)
-    if subsample is not None and subsample < len(frame):
-        frame = frame.sample(n=subsample, random_state=seed).reset_index(drop=True)
-    X = frame[list(spec.features)]
-    count = frame[spec.count].to_numpy(np.float64)
-    if task == "frequency":
-        exposure = frame[spec.exposure].to_numpy(np.float64)
-        return Data(
-            X, count, np.ones(len(X)), np.log(exposure), "poisson", spec.location
-        )
-    amount = frame[spec.amount].to_numpy(np.float64)
-    rows = (count > 0) & (amount > 0)
-    average = amount[rows] if spec.amount_is_average else amount[rows] / count[rows]
-    X = X[rows].reset_index(drop=True)
-    return Data(X, average, count[rows], None, "gamma", spec.location)
 
 
 # ------------------------------------------------------------------ models
@@ -466,6 +373,9 @@ def summarise(records: list[dict]) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["map"]:
+        return insurance_map.main(argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=None)
     parser.add_argument("--portfolios", nargs="+", default=list(PORTFOLIOS))
@@ -490,9 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=None, help="OUT.md, OUT.json")
     args = parser.parse_args(argv)
-    command = "python benchmarks/insurance.py " + " ".join(
-        sys.argv[1:] if argv is None else argv
-    )
+    command = "python benchmarks/insurance.py " + " ".join(argv)
     if args.quick:
         args.subsample = args.subsample or 3000
         args.folds, args.trials = 2, 2

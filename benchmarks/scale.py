@@ -1,6 +1,7 @@
-"""Scale: training-step kernels, and fits from 10k to 1M rows (time, memory).
+"""Scale: training-step kernels, fits from 10k to 1M rows, memory, prediction, threads.
 
-Two parts, each printing a markdown table; ratios compare peers of one run.
+Without a part's name, the ``step`` and ``fit`` parts below (``--parts``), each
+printing a markdown table; ratios compare peers of one run.
 
 * ``step``: one full-batch training step (forward, backward, AdamW) of the
   graph network at N rows, k neighbours, 2 layers, 4 heads x 16 channels:
@@ -16,6 +17,19 @@ Two parts, each printing a markdown table; ratios compare peers of one run.
     python benchmarks/scale.py --parts step --step-sizes 100000
     python benchmarks/scale.py --parts fit --sizes 10000 --datasets
 
+Named parts, each with its own options (``--help``):
+
+* ``memory``: peak memory of a fit and its prediction, with and without
+  activation checkpointing (``benchmarks/_lib/memory.py``);
+* ``predict``: prediction throughput, exact against approximate search
+  (``benchmarks/_lib/predict.py``);
+* ``threads``: ``GridSearchCV(n_jobs=...)`` against the estimator's ``n_jobs``
+  (``benchmarks/_lib/threads.py``).
+
+    python benchmarks/scale.py memory --sizes 200000 --out benchmarks/results/memory
+    python benchmarks/scale.py predict --out benchmarks/results/predict
+    python benchmarks/scale.py threads --out benchmarks/results/threads
+
 Timings are for reading, never asserted in tests.
 """
 
@@ -24,17 +38,19 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import shlex
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+if not __package__:  # ``python benchmarks/X.py``: import ``benchmarks`` from the root
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 import numpy as np
 import torch
-from _common import cpu_name, to_markdown
 
-HERE = Path(__file__).resolve().parent
+from benchmarks._lib import memory, predict, threads
+from benchmarks._lib.common import command_line, cpu_name, dispatch, to_markdown
 
 
 # ----------------------------------------------------------------- step part
@@ -242,7 +258,15 @@ def fit_part(args) -> list[dict]:
     return rows
 
 
+PARTS = {"memory": memory.main, "predict": predict.main, "threads": threads.main}
+
+
 def main(argv: list[str] | None = None) -> None:
+    """The part named by ``argv[0]``, else the step and fit parts."""
+    return dispatch(argv, PARTS, default=step_and_fit)
+
+
+def step_and_fit(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parts", nargs="+", default=["step", "fit"])
     parser.add_argument("--step-sizes", nargs="+", type=int, default=[10_000, 100_000])
@@ -279,7 +303,7 @@ def main(argv: list[str] | None = None) -> None:
         print(table, flush=True)
         sections.append(("Fits (each in a fresh process)", table))
     if args.out is not None:
-        command = "python " + shlex.join(["benchmarks/scale.py", *sys.argv[1:]])
+        command = command_line("scale.py", argv)
         machine = (
             f"{cpu_name()}, {args.threads} torch thread(s), torch {torch.__version__}"
         )

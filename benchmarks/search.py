@@ -13,20 +13,25 @@ markdown table goes to ``benchmarks/results/search.md``.
 
 With ``--storage`` each dataset's study (named after it) is kept there: an
 interrupted run resumes, and several processes can share the trials.
+
+The part ``cache`` times a search's shared neighbour cache instead
+(``benchmarks/_lib/search_cache.py``; its own ``--help``):
+
+    python benchmarks/search.py cache --threads 1
 """
 
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 import time
 from pathlib import Path
 
+if not __package__:  # ``python benchmarks/X.py``: import ``benchmarks`` from the root
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 import numpy as np
 import torch
-from _common import cpu_name, to_markdown
-from run import family_parameters, mean_deviance, resolve_datasets
 
 from autoglm_graph import (
     GraphGLMClassifier,
@@ -35,6 +40,9 @@ from autoglm_graph import (
     get_family,
 )
 from autoglm_graph.datasets import load_dataset
+from benchmarks._lib import search_cache
+from benchmarks._lib.common import command_line, cpu_name, dispatch, to_markdown
+from benchmarks._lib.suite import family_parameters, mean_deviance, resolve_datasets
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -105,6 +113,11 @@ def _short(value) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """The part ``cache`` when ``argv[0]`` names it, else the search comparison."""
+    return dispatch(argv, {"cache": search_cache.main}, default=compare_search)
+
+
+def compare_search(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", default=["core"])
     parser.add_argument("--trials", type=int, default=30)
@@ -123,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
         rows.append(run_dataset(name, args))
         print(rows[-1], flush=True)
     gains = [float(r["gain %"]) for r in rows]
-    command = "python benchmarks/search.py " + shlex.join(sys.argv[1:])
+    command = command_line("search.py", argv)
     text = "\n".join(
         [
             "# GraphGLM at its defaults vs GraphGLMSearchCV",

@@ -1,16 +1,13 @@
-"""Smoke test of the benchmark runner ``benchmarks/run.py``."""
+"""Smoke tests of the benchmark entry points (``benchmarks/README.md``)."""
 
 from __future__ import annotations
 
 import importlib
 import json
 import math
-import time
-from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 DATASETS = ["diabetes", "synthetic_poisson"]
 MODELS = ["graphglm", "graphglm_global", "glum"]
 
@@ -18,10 +15,9 @@ pytest.importorskip("glum")
 
 
 @pytest.fixture
-def runner(monkeypatch):
-    """``benchmarks/run.py`` imported as a module (it imports its siblings)."""
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    return importlib.import_module("run")
+def runner():
+    """``benchmarks/run.py`` imported as a module."""
+    return importlib.import_module("benchmarks.run")
 
 
 @pytest.mark.timeout(180)
@@ -68,10 +64,9 @@ def test_quick_run_writes_one_finite_result_per_dataset_and_model(runner, tmp_pa
 
 
 @pytest.fixture
-def insurance(monkeypatch):
+def insurance():
     """``benchmarks/insurance.py`` imported as a module."""
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    return importlib.import_module("insurance")
+    return importlib.import_module("benchmarks.insurance")
 
 
 def test_insurance_skips_without_data(insurance, tmp_path, capsys):
@@ -117,70 +112,33 @@ def test_insurance_location_models_run_on_the_belgian_portfolio(insurance, tmp_p
             assert "network" not in record["note"], record  # max_epochs=0
 
 
-def test_memory_benchmark_charges_phases_to_methods_that_exist(monkeypatch):
-    # memory.py wraps these by name: a rename must fail here, not in the smoke run.
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    memory = importlib.import_module("memory")
-    from autoglm_graph.training import TrainingState
+def test_ablation_fits_a_parameter_value_and_parses_values():
+    ablation = importlib.import_module("benchmarks.ablation")
 
-    for name in memory.PHASES:
-        assert callable(getattr(TrainingState, name)), name
-
-
-def test_fit_profile_phases_cover_the_fit_and_are_unwrapped_after(monkeypatch):
-    # fit_profile.py wraps these by name: a rename must fail here.
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    fit_profile = importlib.import_module("fit_profile")
-    originals = {
-        (owner, name): getattr(owner, name)
-        for targets in fit_profile.PHASES.values()
-        for owner, name in targets
-    }
-    seconds: dict = {}
-    with fit_profile.timed_phases(seconds):
-        fit = fit_profile.make_suite_fit(
-            fit_profile.autoglm_graph, "synthetic_multinomial", threads=1, seed=0
-        )
-        start = time.perf_counter()
-        result = fit()
-        total = time.perf_counter() - start
-    for (owner, name), function in originals.items():
-        assert getattr(owner, name) is function, name
-    assert result["epochs"] > 0
-    for phase in ("refresh", "step", "validation", "glm"):
-        assert seconds[phase] > 0, phase
-    # Nested phases are subtracted from the outer one: no time counted twice.
-    assert sum(seconds.values()) <= total
+    params = ablation.variant_params("hidden_channels", 16)
+    assert params == {"hidden_channels": 16}
+    fit = ablation.fit_once("wa_churn", 0, params)
+    assert fit["epochs"] >= 0 and math.isfinite(fit["deviance"])
+    # A tuple field of the policy is written with commas.
+    assert ablation.parse_value("4,6,8") == (4, 6, 8)
+    assert ablation.parse_value("0.006") == 0.006
+    assert ablation.parse_value("False") is False
 
 
-def test_defaults_sets_a_module_constant_for_one_fit_only(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    defaults = importlib.import_module("defaults")
-    from autoglm_graph import training
+def test_ablation_passes_a_fit_policy_and_sets_no_library_attribute():
+    from autoglm_graph import FitPolicy
 
-    saved = training.SCREENING_EPOCHS
-    seen = []
-    original = training.EarlyStopping.__init__
-
-    def spy(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        seen.append(self.screening)
-
-    monkeypatch.setattr(training.EarlyStopping, "__init__", spy)
-    fit = defaults.fit_once("wa_churn", 0, "training.SCREENING_EPOCHS", 1)
-    assert seen == [1]
-    assert training.SCREENING_EPOCHS == saved
-    assert fit["epochs"] >= 1 and math.isfinite(fit["deviance"])
-    # A tuple constant (an IVF ladder) is written with commas.
-    assert defaults.parse_value("4,6,8") == (4, 6, 8)
-    assert defaults.parse_value("0.006") == 0.006
+    ablation = importlib.import_module("benchmarks.ablation")
+    params = ablation.variant_params("policy.screening_epochs", 1)
+    assert params == {"fit_policy": FitPolicy(screening_epochs=1)}
+    changed = ablation.policy_params(["distinct_rows=False", "recovery_epochs=3"])
+    assert changed["fit_policy"] == FitPolicy(distinct_rows=False, recovery_epochs=3)
 
 
-def test_defaults_model_seed_spread_is_within_splits_only(monkeypatch):
+def test_ablation_model_seed_spread_is_within_splits_only():
     """The spread of one fit is the model seeds' noise on a split: a shift
     between splits (a harder split) is not counted in it."""
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    defaults = importlib.import_module("defaults")
+    defaults = importlib.import_module("benchmarks.ablation")
     key = "deviance 0.006"
     rest = {"epochs 0.006": 10, "s 0.006": 1.0}
     fits = [
@@ -197,97 +155,23 @@ def test_defaults_model_seed_spread_is_within_splits_only(monkeypatch):
     assert math.isnan(defaults.model_seed_spread(fits[::2], key))
 
 
-def test_exact_search_benchmark_compares_equal_lists(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    exact_search = importlib.import_module("exact_search")
-    from autoglm_graph import graph
+def test_exact_search_benchmark_compares_equal_lists():
+    exact_search = importlib.import_module("benchmarks._lib.exact_search")
 
-    threshold = graph._FAISS_EXACT_MIN_ROWS
     (row,) = exact_search.main(["--sizes", "200:300", "--repeats", "1"])
     assert row["equal lists"] == 1.0
     assert row["faiss s"] > 0 and row["tiled s"] > 0
-    assert graph._FAISS_EXACT_MIN_ROWS == threshold  # put back for other fits
 
 
-def test_compile_step_times_a_step_and_make_step_runs_its_prepare_hook(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    compile_step = importlib.import_module("compile_step")
-    step_ab = importlib.import_module("step_ab")
+def test_revision_step_runs_its_prepare_hook():
+    revisions = importlib.import_module("benchmarks._lib.revisions")
     import autoglm_graph
     from autoglm_graph.modules import GraphGLMNet
 
-    row = compile_step.run_mode("eager", 300, repeats=2)
-    assert row["mode"] == "eager" and row["step ms"] > 0
     prepared = []
-    step_ab.make_step(autoglm_graph, 200, 4, 0, prepare=prepared.append)
+    step, _ = revisions.make_step(autoglm_graph, 200, 4, 0, prepare=prepared.append)
     assert len(prepared) == 1 and isinstance(prepared[0], GraphGLMNet)
-
-
-def test_row_order_permutes_rows_and_graph_consistently(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    row_order = importlib.import_module("row_order")
-    import torch
-
-    from autoglm_graph.graph import cosine_topk
-
-    context = torch.randn(200, 3, generator=torch.Generator().manual_seed(0))
-    graph = cosine_topk(context, n_neighbors=4)
-    for order in row_order.orders(context.numpy(), graph.indices.numpy()).values():
-        positions = torch.sort(torch.from_numpy(order)).values
-        assert torch.equal(positions, torch.arange(200))
-        x, permuted = row_order.permute(context, graph, order)
-        # New row i is old row order[i], and its neighbours are the same rows.
-        assert torch.equal(x, context[torch.from_numpy(order)])
-        assert torch.equal(x[permuted.indices], context[graph.indices[order]])
-    rows = row_order.compare(300, repeats=1)
-    assert [r["order"] for r in rows] == ["given", "rcm", "kmeans"]
-    assert all(r["step ms"] > 0 for r in rows)
-
-
-def test_step_ops_times_every_operator_of_a_step_by_kind(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    step_ops = importlib.import_module("step_ops")
-    import torch
-
-    plain, timed, per_step = step_ops.profile_step(300, repeats=2)
-    assert plain > 0 and timed > 0
-    kinds = {k for k, _ in per_step}
-    assert {"dense products", "sparse attention", "dropout masks"} <= kinds
-    # The CSR product is sparse attention, a dense addmm a dense product.
-    sparse = torch.eye(3).to_sparse_csr()
-    dense = torch.ones(3, 3)
-    assert step_ops.kind("addmm", (dense, sparse, dense)) == "sparse attention"
-    assert step_ops.kind("addmm", (dense, dense, dense)) == "dense products"
-    assert step_ops.kind("gelu", (dense,)) == "element-wise and other"
-
-
-def test_refresh_bumps_scores_each_refresh_and_leaves_the_fit_alone(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    refresh_bumps = importlib.import_module("refresh_bumps")
-    import bench_models
-    from run import family_parameters
-
-    from autoglm_graph import training
-    from autoglm_graph.datasets import load_dataset
-
-    build = training.TrainingState.build_graphs
-    rows, scored = refresh_bumps.scored_refreshes("synthetic_multinomial", 0)
-    assert training.TrainingState.build_graphs is build
-    # Refreshes every 10 epochs; the first has no previous graphs to compare.
-    epochs = [row["epoch"] for row in rows]
-    assert epochs == list(range(11, scored.n_iter_ + 1, 10)) and epochs
-    for row in rows:
-        for key in ("new train graph", "new validation graph", "both new"):
-            assert math.isfinite(float(row[key].rstrip("%")))
-    # The same fit as without the extra scores.
-    ds = load_dataset("synthetic_multinomial", random_state=0)
-    task = bench_models.Task(ds.family, seed=0, threads=1, **family_parameters(ds.name))
-    plain = bench_models.GraphGLMModel(task)
-    plain.fit(ds.X_train, ds.y_train, ds.offset_train, groups=ds.groups_train)
-    assert plain.estimator.n_iter_ == scored.n_iter_
-    assert [h.get("val_deviance") for h in plain.estimator.history_] == [
-        h.get("val_deviance") for h in scored.history_
-    ]
+    assert step() > 0
 
 
 def test_fit_repeats_record_the_median_seconds_of_one_repeated_fit(runner):

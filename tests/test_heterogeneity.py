@@ -27,7 +27,7 @@ def _data(n: int, seed: int):
     """Poisson data of 3 latent groups: intercept, x0, x1 vary; x2, x3 do not.
 
     The groups' centres differ in x0 and x1 only, so log E[y | x] is linear in
-    x2 and x3 with one slope each (``benchmarks/heterogeneity.py`` says why).
+    x2 and x3 with one slope each (``benchmarks/_lib/heterogeneity.py`` says why).
     """
     X, _, coef = make_varying_coefficients(
         n, 4, n_groups=3, family="poisson", random_state=seed, n_group_features=2

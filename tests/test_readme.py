@@ -1,6 +1,6 @@
 """Every code block of README.md runs as written (#16).
 
-The Python blocks run in order, as one session, in a fresh interpreter in a
+The Python blocks run in order, as one program, in a fresh interpreter in a
 scratch folder (they write ``model/`` and ``sweep.db``). The default run skips
 the search block (30 Optuna trials, minutes); ``-m slow`` runs them all. Bash
 blocks are checked without running them: ``bash -n``, the ``autoglm-graph``
@@ -37,10 +37,10 @@ def readme_blocks(language: str, text: str | None = None) -> list[str]:
 
 def _run_python(blocks: list[str], cwd: Path) -> subprocess.CompletedProcess:
     script = "\n".join(f"# --- README block {i}\n{b}" for i, b in enumerate(blocks))
-    (cwd / "readme_session.py").write_text(script, encoding="utf-8")
+    (cwd / "readme_script.py").write_text(script, encoding="utf-8")
     env = {**os.environ, "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
     return subprocess.run(
-        [sys.executable, "readme_session.py"],
+        [sys.executable, "readme_script.py"],
         cwd=cwd,
         env=env,
         capture_output=True,

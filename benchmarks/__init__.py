@@ -1,0 +1,1 @@
+"""Benchmarks of autoglm_graph: the entry points are listed in README.md."""

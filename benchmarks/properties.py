@@ -1,0 +1,37 @@
+"""Estimator properties: nesting, synthetic gains, the heterogeneity test.
+
+Parts (the first argument; each has its own ``--help``):
+
+* ``nesting``: with ``local_penalty=inf`` the model is the GLM (its largest
+  relative difference from scikit-learn's solution, per family), and the
+  held-out gains on data with known varying coefficients
+  (``benchmarks/_lib/nesting.py``);
+* ``heterogeneity``: power and size of ``heterogeneity_test`` on data with
+  known varying and constant terms (``benchmarks/_lib/heterogeneity.py``).
+
+    python benchmarks/properties.py nesting --out benchmarks/results/estimators
+    python benchmarks/properties.py heterogeneity --seeds 20 \\
+        --out benchmarks/results/heterogeneity
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if not __package__:  # ``python benchmarks/X.py``: import ``benchmarks`` from the root
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._lib import heterogeneity, nesting
+from benchmarks._lib.common import dispatch
+
+PARTS = {"nesting": nesting.main, "heterogeneity": heterogeneity.main}
+
+
+def main(argv: list[str] | None = None):
+    """Run the part named by ``argv[0]`` with the remaining arguments."""
+    return dispatch(argv, PARTS)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
