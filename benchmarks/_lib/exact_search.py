@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from autoglm_graph.graph import cosine_topk
+from autoglm_graph import cosine_topk
 from benchmarks._lib.common import command_line, cpu_name, to_markdown, write_record
 
 #: The tiled search's former automatic tile, in bytes (``_topk._TILE_BYTES``).

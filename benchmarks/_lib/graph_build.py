@@ -89,7 +89,7 @@ def run_ours(X: np.ndarray, k: int) -> np.ndarray:
     """Self-excluded top-k with autoglm_graph."""
     import torch
 
-    from autoglm_graph.graph import cosine_topk
+    from autoglm_graph import cosine_topk
 
     return cosine_topk(torch.from_numpy(X), n_neighbors=k).indices.numpy()
 
@@ -405,7 +405,7 @@ def bench_approx(kind: str, n: int, args: argparse.Namespace, exact: bool) -> di
     """Exact (if ``exact``) and approximate self-excluded graphs of one data set."""
     import torch
 
-    from autoglm_graph.graph import CosineNeighbors, cosine_topk, recall_at_k
+    from autoglm_graph import CosineNeighbors, cosine_topk, recall_at_k
 
     X = torch.from_numpy(make_dataset(kind, n, args.dim, args.seed))
     row: dict = {"kind": kind, "n": n}

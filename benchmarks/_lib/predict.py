@@ -27,8 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from autoglm_graph import GraphGLMRegressor
-from autoglm_graph.graph import cosine_topk, recall_at_k
+from autoglm_graph import GraphGLMRegressor, cosine_topk, recall_at_k
 from benchmarks._lib.common import command_line, cpu_name, to_markdown
 
 

@@ -24,7 +24,7 @@ from sklearn.preprocessing import StandardScaler
 
 from autoglm_graph import GraphGLMRegressor
 from autoglm_graph.datasets import make_varying_coefficients
-from autoglm_graph.graph import NeighborCache, cosine_topk
+from autoglm_graph.neighbors import NeighborCache, cosine_topk
 from benchmarks._lib.common import command_line, cpu_name, to_markdown
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
