@@ -120,7 +120,7 @@ def coef_table(
             f"got weights={weights!r}."
         )
     check_is_fitted(estimator, "global_glm_")
-    design = estimator._design(X)  # float64
+    design = estimator.predictor().design(X)  # float64
     n = design.shape[0]
     y_model = _encode_target(estimator, y)
     check_consistent_length(design, y_model)
@@ -316,7 +316,7 @@ def local_coef_summary(estimator, X, offset=None) -> pd.DataFrame:
     """
     local = estimator.local_coef(X, offset)
     values = local.to_numpy(dtype=np.float64)
-    global_coef = estimator._global_theta_user().ravel()
+    global_coef = estimator.predictor().global_theta_user().ravel()
     sd = values.std(axis=0, ddof=1) if len(values) > 1 else np.zeros(values.shape[1])
     sd[np.ptp(values, axis=0) == 0] = 0.0  # exactly 0, not rounding noise
     summary = {

@@ -136,7 +136,8 @@ def heterogeneity_test(
     if not 0 < alpha < 1:
         raise ValueError(f"The 'alpha' parameter must be in (0, 1); got {alpha!r}.")
     check_is_fitted(estimator, "global_glm_")
-    design = estimator._design(X)
+    predictor = estimator.predictor()
+    design = predictor.design(X)
     n = design.shape[0]
     y_model = _encode_target(estimator, y)
     check_consistent_length(design, y_model)
@@ -145,7 +146,7 @@ def heterogeneity_test(
     if not w.sum() > 0:
         raise ValueError("sample_weight must have a positive sum.")
     offset = check_offset(offset, n)
-    eta, theta = estimator._coefficients(design, offset)  # [n, K], [n, K, p+1]
+    eta, theta = predictor.coefficients(design, offset)  # [n, K], [n, K, p+1]
     family = estimator.family_
     deviance = _unit_deviance(family, y_model, eta)
     terms = ["intercept", *estimator.feature_names_out_]
@@ -164,8 +165,8 @@ def heterogeneity_test(
             )
             if eta_null is not None:  # None: no row to move, gain 0
                 gains[j + 1] = _unit_deviance(family, y_model, eta_null) - deviance
-    local = estimator._to_user_units(theta)[:, 0, :]
-    global_user = estimator._global_theta_user()[0]
+    local = predictor.to_user_units(theta)[:, 0, :]
+    global_user = predictor.global_theta_user()[0]
     table = _summarise(gains, w, alpha)
     table.insert(0, "global", global_user)
     table.insert(1, "local_sd", local.std(axis=0) if n > 1 else 0.0)
@@ -209,7 +210,7 @@ def _made_global(
         step = at_level.astype(np.float64)
         coef = estimator.global_glm_.coef
         start = coef[:, j] - coef[:, reference]
-    eta_moved, _ = estimator._coefficients(moved, offset)
+    eta_moved, _ = estimator.predictor().coefficients(moved, offset)
     return _with_fitted_slope(estimator.family_, eta_moved, step, start, y, weight)
 
 

@@ -188,9 +188,10 @@ LINEAR_PREDICTOR = "linear_predictor"
 def _map_values(model, X, term: str, class_label) -> np.ndarray:
     """Per row: the local coefficient of ``term`` less the global one."""
     if term == LINEAR_PREDICTOR:
-        design = model._design(X)
-        eta, _ = model._coefficients(design)
-        return (eta - model._global_eta(design, None))[:, 0]
+        predictor = model.predictor()
+        design = predictor.design(X)
+        eta, _ = predictor.coefficients(design)
+        return (eta - predictor.global_eta(design, None))[:, 0]
     local = model.local_coef(X)
     local, class_label = _select_class(model, local, class_label)
     if term not in local.columns:
