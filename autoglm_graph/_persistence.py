@@ -4,7 +4,7 @@
 it asks of an estimator: the fitted state it saves (:meth:`_save_state`), a
 checked estimator from saved parameters (:meth:`_from_params`) and the
 restored state (:meth:`_restore`). io imports no estimator: the classes are
-registered with :func:`autoglm_graph.io.register_estimator`.
+registered with :func:`autoglm_graph._saving.register_estimator`.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from ._fitted import FittedNetwork
+from ._saving import save_model
 from ._validation import resolve_device
 
 
@@ -34,8 +35,6 @@ class _PersistenceMixin:
         pathlib.Path
             The path written.
         """
-        from .io import save_model
-
         return save_model(self, path)
 
     def _save_state(self) -> tuple:

@@ -11,6 +11,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array
 
 from ._base import MIN_ROWS_FOR_NETWORK, PREDICT_CHUNK, _BaseGraphGLM
+from ._saving import register_estimator
 from ._validation import check_option
 from .families import Family, NegativeBinomialFamily, get_family
 
@@ -606,3 +607,7 @@ class GraphGLMClassifier(ClassifierMixin, _BaseGraphGLM):
         (shape (n_samples, n_classes)) for more.
         """
         return self.decision_function(X, offset)
+
+
+register_estimator(GraphGLMRegressor)
+register_estimator(GraphGLMClassifier)
