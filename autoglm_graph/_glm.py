@@ -26,8 +26,8 @@ from scipy import linalg
 from scipy.optimize import minimize
 from sklearn.exceptions import ConvergenceWarning
 
+from ._preprocessing_checks import _caller_stacklevel
 from .families import Family, NegativeBinomialFamily, PoissonFamily
-from .preprocessing import _caller_stacklevel
 
 #: Above this many parameters the dense Newton Hessian (n * m^2 flops) gives
 #: way to L-BFGS-B.
