@@ -29,7 +29,6 @@ __all__ = ["coef_table", "local_coef_summary"]
 
 COV_TYPES = ("fisher", "sandwich")
 WEIGHT_TYPES = ("variance", "frequency")
-QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 
 
 def coef_table(
@@ -283,7 +282,13 @@ def _table(estimator, coef, cov, alpha, dispersion, cov_type) -> pd.DataFrame:
     return table
 
 
-def local_coef_summary(estimator, X, offset=None) -> pd.DataFrame:
+def local_coef_summary(
+    estimator,
+    X,
+    offset=None,
+    *,
+    quantiles: tuple[float, ...] = (0.05, 0.25, 0.5, 0.75, 0.95),
+) -> pd.DataFrame:
     """How much the per-row coefficients vary over the rows of ``X``, per term.
 
     Parameters
@@ -293,6 +298,9 @@ def local_coef_summary(estimator, X, offset=None) -> pd.DataFrame:
     X : array-like or DataFrame of shape (n_samples, n_features)
     offset : array-like of shape (n_samples,), default=None
         Passed to ``local_coef`` (it does not change coefficients).
+    quantiles : tuple of float, default=(0.05, 0.25, 0.5, 0.75, 0.95)
+        The quantiles reported, as columns ``q05``, ``q25``, ... (the
+        percentage, two digits).
 
     Returns
     -------
@@ -324,8 +332,9 @@ def local_coef_summary(estimator, X, offset=None) -> pd.DataFrame:
         "mean": values.mean(axis=0),
         "sd": sd,
     }
-    quantiles = np.quantile(values, QUANTILES, axis=0)
-    for q, row in zip(QUANTILES, quantiles, strict=True):
+    levels = quantiles
+    quantiles = np.quantile(values, levels, axis=0)
+    for q, row in zip(levels, quantiles, strict=True):
         summary[f"q{round(q * 100):02d}"] = row
     summary["opposite_sign_share"] = np.mean(values * global_coef < 0, axis=0)
     index = local.columns.copy()
