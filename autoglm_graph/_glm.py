@@ -26,12 +26,9 @@ from scipy import linalg
 from scipy.optimize import minimize
 from sklearn.exceptions import ConvergenceWarning
 
+from ._preprocessing_checks import _caller_stacklevel
 from .families import Family, NegativeBinomialFamily, PoissonFamily
-from .preprocessing import _caller_stacklevel
 
-#: Above this many parameters the dense Newton Hessian (n * m^2 flops) gives
-#: way to L-BFGS-B.
-NEWTON_MAX_PARAMS = 400
 #: A fitted probability this close to 0 or 1 at alpha=0 signals separation.
 SEPARATION_EPS = 1e-10
 
@@ -249,6 +246,7 @@ def fit_global_glm(
     penalty_weights: np.ndarray | None = None,
     max_iter: int = 100,
     tol: float = 1e-10,
+    newton_max_params: int = 400,
 ) -> GlobalGLM:
     """Fit the penalized GLM exactly (to ``tol``) in float64.
 
@@ -273,6 +271,9 @@ def fit_global_glm(
     tol : float, default=1e-10
         Stop when the largest absolute gradient of the objective is below it
         (``100 * tol`` on designs too wide for Newton's method).
+    newton_max_params : int, default=400
+        Above this many parameters (``n_outputs * (p + 1)``) the dense Newton
+        Hessian (``n * m**2`` flops) gives way to L-BFGS-B.
 
     Returns
     -------
@@ -298,7 +299,7 @@ def fit_global_glm(
     init_eta = family.start_eta(np.asarray(y), sample_weight, off)
     B = np.zeros((n_outputs, n_features + 1))
     B[:, -1] = init_eta
-    if B.size <= NEWTON_MAX_PARAMS:
+    if B.size <= newton_max_params:
         B, n_iter, converged = _newton(obj, B, max_iter, tol)
     else:
         B, n_iter, converged = _lbfgs(obj, B, 10 * max_iter, tol)

@@ -11,6 +11,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array
 
 from ._base import _BaseGraphGLM
+from ._saving import register_estimator
 from ._validation import check_option
 from .families import Family, NegativeBinomialFamily, get_family
 from .policy import FitPolicy
@@ -607,3 +608,7 @@ class GraphGLMClassifier(ClassifierMixin, _BaseGraphGLM):
         (shape (n_samples, n_classes)) for more.
         """
         return self.decision_function(X, offset)
+
+
+register_estimator(GraphGLMRegressor)
+register_estimator(GraphGLMClassifier)

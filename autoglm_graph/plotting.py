@@ -40,9 +40,6 @@ __all__ = [
     "plot_search_history",
 ]
 
-# Default number of features shown by plot_local_coef (largest spread first).
-MAX_DEFAULT_FEATURES = 15
-
 
 def _pyplot():
     """Import matplotlib.pyplot, or say how to install it."""
@@ -93,11 +90,11 @@ def _select_class(model, local: pd.DataFrame, class_label):
     return local[class_label], class_label
 
 
-def _choose_features(local: pd.DataFrame, features) -> list[str]:
+def _choose_features(local: pd.DataFrame, features, max_features: int) -> list[str]:
     if features is None:
         spread = local.drop(columns="intercept").std(axis=0)
         order = spread.sort_values(ascending=False, kind="stable").index
-        return list(order[:MAX_DEFAULT_FEATURES])
+        return list(order[:max_features])
     features = [features] if isinstance(features, str) else list(features)
     unknown = [f for f in features if f not in local.columns]
     if unknown:
@@ -125,6 +122,7 @@ def plot_local_coef(
     ax: Axes | None = None,
     *,
     class_label=None,
+    max_features: int = 15,
 ) -> Axes:
     """Distribution of the per-row coefficients of each feature (box plots).
 
@@ -141,12 +139,14 @@ def plot_local_coef(
     features : str, list of str or None, default=None
         Terms to show (names from ``"intercept"`` and
         ``model.feature_names_out_``). None shows the slopes with the largest
-        spread across rows, at most 15.
+        spread across rows, at most ``max_features``.
     ax : matplotlib Axes or None, default=None
         Where to draw; a new figure when None.
     class_label : label or None, default=None
         For a multinomial model, the class whose coefficients are shown (the
         first class when None).
+    max_features : int, default=15
+        How many slopes ``features=None`` shows (largest spread first).
 
     Returns
     -------
@@ -155,7 +155,7 @@ def plot_local_coef(
     local = model.local_coef(X)
     local, class_label = _select_class(model, local, class_label)
     global_terms = _global_terms(model, local.columns, class_label)
-    features = _choose_features(local, features)
+    features = _choose_features(local, features, max_features)
     ax = _axes(ax, (7.0, 1.0 + 0.45 * len(features)))
     positions = np.arange(1, len(features) + 1)
     _horizontal_boxplot(ax, [local[f].to_numpy() for f in features])
@@ -188,9 +188,10 @@ LINEAR_PREDICTOR = "linear_predictor"
 def _map_values(model, X, term: str, class_label) -> np.ndarray:
     """Per row: the local coefficient of ``term`` less the global one."""
     if term == LINEAR_PREDICTOR:
-        design = model._design(X)
-        eta, _ = model._coefficients(design)
-        return (eta - model._global_eta(design, None))[:, 0]
+        predictor = model.predictor()
+        design = predictor.design(X)
+        eta, _ = predictor.coefficients(design)
+        return (eta - predictor.global_eta(design, None))[:, 0]
     local = model.local_coef(X)
     local, class_label = _select_class(model, local, class_label)
     if term not in local.columns:
