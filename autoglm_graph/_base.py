@@ -270,6 +270,7 @@ class _BaseGraphGLM(BaseEstimator):
         y_model = self._encode_target(y)
         family = self._make_family(y_model)
         family.check_y(y_model)
+        family.check_offset(offset)
         self.family_ = family
         self.preprocessor_ = TabularPreprocessor()
         # float64: the GLM is solved to a gradient tolerance on it (the

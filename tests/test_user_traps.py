@@ -1,0 +1,51 @@
+"""Traps a new user hit (issue #38): each fails with a message that names the fix."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from autoglm_graph import GraphGLMRegressor
+
+FAST = {"hidden_channels": 16, "heads": 2, "max_epochs": 3, "n_neighbors": 8}
+
+
+def _exposure_data(n=200, seed=0):
+    """Counts proportional to a number of policy holders (3 to 3000)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 2))
+    holders = rng.integers(3, 3000, n).astype(float)
+    y = rng.poisson(0.1 * holders * np.exp(0.2 * X[:, 0]))
+    return X, y, holders
+
+
+# ----------------------------------------------------------- 1. exposure
+def test_exposure_as_offset_says_pass_log_exposure():
+    X, y, holders = _exposure_data()
+    with pytest.raises(ValueError, match=r"(?i)offset.*pass log\(exposure\)"):
+        GraphGLMRegressor(family="poisson", **FAST).fit(X, y, offset=holders)
+
+
+@pytest.mark.parametrize(
+    "offset",
+    [
+        lambda holders: np.log(holders),  # log(Holders) in the thousands
+        lambda holders: np.log(np.linspace(0.5, 1.0, len(holders))),
+        lambda holders: np.full(len(holders), 7.0),  # one large constant
+    ],
+    ids=["log_holders", "log_half_to_one", "constant"],
+)
+def test_genuine_log_exposures_are_accepted(offset):
+    X, y, holders = _exposure_data()
+    model = GraphGLMRegressor(family="poisson", max_epochs=0).fit(
+        X, y, offset=offset(holders)
+    )
+    assert np.isfinite(model.intercept_).all()
+
+
+def test_offset_check_is_for_the_log_link_only():
+    from autoglm_graph import get_family
+
+    get_family("gaussian").check_offset(np.array([0.0, 1e6]))
+    with pytest.raises(ValueError, match="log\\(exposure\\)"):
+        get_family("gamma").check_offset(np.array([0.0, 1e6]))
