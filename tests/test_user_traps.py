@@ -49,3 +49,56 @@ def test_offset_check_is_for_the_log_link_only():
     get_family("gaussian").check_offset(np.array([0.0, 1e6]))
     with pytest.raises(ValueError, match="log\\(exposure\\)"):
         get_family("gamma").check_offset(np.array([0.0, 1e6]))
+
+
+# ------------------------------------------- 2. offset dropped by score
+def _offset_pipeline(**routing):
+    from sklearn.pipeline import Pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    model = GraphGLMRegressor(family="poisson", max_epochs=0)
+    if routing:
+        model = model.set_fit_request(offset=True).set_score_request(offset=True)
+    return Pipeline([("scale", StandardScaler()), ("model", model)])
+
+
+def test_cross_val_score_without_routing_raises_with_the_recipe():
+    from sklearn.model_selection import cross_val_score
+
+    X, y, holders = _exposure_data()
+    with pytest.raises(ValueError, match=r"enable_metadata_routing=True"):
+        cross_val_score(
+            _offset_pipeline(),
+            X,
+            y,
+            cv=3,
+            params={"model__offset": np.log(holders)},
+            error_score="raise",
+        )
+
+
+def test_cross_val_score_with_routing_scores_with_the_offset():
+    import sklearn
+    from sklearn.model_selection import cross_val_score
+
+    X, y, holders = _exposure_data()
+    with sklearn.config_context(enable_metadata_routing=True):
+        scores = cross_val_score(
+            _offset_pipeline(routing=True),
+            X,
+            y,
+            cv=3,
+            params={"offset": np.log(holders)},
+        )
+    assert np.all(scores > 0.9)
+
+
+def test_score_without_offset_raises_and_predict_warns():
+    X, y, holders = _exposure_data()
+    model = GraphGLMRegressor(family="poisson", max_epochs=0)
+    model.fit(X, y, offset=np.log(holders))
+    with pytest.raises(ValueError, match=r"set_score_request\(offset=True\)"):
+        model.score(X, y)
+    assert model.score(X, y, offset=np.log(holders)) > 0.9
+    with pytest.warns(UserWarning, match="offset"):
+        model.predict(X)
