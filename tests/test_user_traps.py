@@ -102,3 +102,46 @@ def test_score_without_offset_raises_and_predict_warns():
     assert model.score(X, y, offset=np.log(holders)) > 0.9
     with pytest.warns(UserWarning, match="offset"):
         model.predict(X)
+
+
+# ----------------------------------------------- 3. unseen category level
+def _grouped_frame(n=120, seed=0):
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    X = pd.DataFrame(
+        {
+            "Group": rng.choice(["a", "b", "c"], n).astype(object),
+            "Age": rng.choice(["young", "old"], n).astype(object),
+            "x": rng.normal(size=n),
+        }
+    )
+    y = rng.poisson(np.exp(0.5 + (X["Group"] == "b") + 0.2 * X["x"]))
+    return X, y
+
+
+def test_unseen_level_at_predict_warns_once_naming_column_and_values():
+    import warnings
+
+    from autoglm_graph.preprocessing import UnseenCategoryWarning
+
+    X, y = _grouped_frame()
+    model = GraphGLMRegressor(family="poisson", max_epochs=0).fit(X, y)
+    new = X.iloc[:3].copy()
+    new.loc[new.index[0], "Group"] = "zz"
+    new.loc[new.index[1], "Age"] = "middle"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.predict(new)
+    unseen = [w for w in caught if issubclass(w.category, UnseenCategoryWarning)]
+    assert len(unseen) == 1
+    message = str(unseen[0].message)
+    assert "'Group'" in message and "'zz'" in message
+    assert "'Age'" in message and "'middle'" in message
+    assert issubclass(UnseenCategoryWarning, UserWarning)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnseenCategoryWarning)
+        model.predict(X.iloc[:5])  # known levels (and missing values) are silent
+        missing = X.iloc[:2].copy()
+        missing.loc[missing.index[0], "Group"] = None
+        model.predict(missing)
