@@ -145,3 +145,42 @@ def test_unseen_level_at_predict_warns_once_naming_column_and_values():
         missing = X.iloc[:2].copy()
         missing.loc[missing.index[0], "Group"] = None
         model.predict(missing)
+
+
+# ------------------------------------- 4. convergence warnings one can act on
+def _one_hot_design(seed=0):
+    """An all-categorical design coded with every level (two columns, 4 levels)."""
+    rng = np.random.default_rng(seed)
+    a, b = rng.integers(0, 4, 80), rng.integers(0, 4, 80)
+    X = np.column_stack([np.eye(4)[a], np.eye(4)[b]])
+    y = rng.poisson(np.exp(1.0 + 0.3 * a)).astype(float)
+    y[a == 3] = 0.0  # a level whose rows are all 0
+    return X, y
+
+
+def test_convergence_warning_on_categorical_design_names_its_causes():
+    from sklearn.exceptions import ConvergenceWarning
+
+    from autoglm_graph._glm import fit_global_glm
+    from autoglm_graph.families import PoissonFamily
+
+    X, y = _one_hot_design()
+    with pytest.warns(ConvergenceWarning) as record:
+        fit_global_glm(X, y, PoissonFamily(), max_iter=20)
+    message = str(record[0].message)
+    assert "numeric" not in message and "Rescale" not in message
+    assert "categorical" in message and "alpha=1e-6" in message
+    assert "y = 0" in message
+
+
+def test_convergence_warning_names_large_columns():
+    from sklearn.exceptions import ConvergenceWarning
+
+    from autoglm_graph._glm import fit_global_glm
+    from autoglm_graph.families import PoissonFamily
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 2)) * [1.0, 1e5]
+    y = rng.poisson(np.exp(0.5 + 0.3 * X[:, 0])).astype(float)
+    with pytest.warns(ConvergenceWarning, match=r"\|x\| > 10000: standardise"):
+        fit_global_glm(X, y, PoissonFamily(), max_iter=1)
