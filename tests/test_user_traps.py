@@ -184,3 +184,95 @@ def test_convergence_warning_names_large_columns():
     y = rng.poisson(np.exp(0.5 + 0.3 * X[:, 0])).astype(float)
     with pytest.warns(ConvergenceWarning, match=r"\|x\| > 10000: standardise"):
         fit_global_glm(X, y, PoissonFamily(), max_iter=1)
+
+
+# ------------------------------------------------------------- 5. the CLI
+@pytest.fixture
+def insurance_csv(tmp_path):
+    """Claims by district (an integer code 1-4), group and holders."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    n = 80
+    data = pd.DataFrame(
+        {
+            "policy_id": np.arange(n),
+            "District": rng.integers(1, 5, n),
+            "Group": rng.choice(["a", "b", "c"], n),
+            "Holders": rng.integers(10, 500, n),
+        }
+    )
+    data["Claims"] = rng.poisson(0.1 * data["Holders"] * data["District"])
+    data["log_holders"] = np.log(data["Holders"])
+    path = tmp_path / "claims.csv"
+    data.to_csv(path, index=False)
+    return path
+
+
+def _cli_fit(path, out, *extra):
+    from autoglm_graph.cli import main
+
+    base = ["fit", str(path), "--target", "Claims", "--family", "poisson"]
+    fast = ["--set", "local_penalty=inf", "--out", str(out)]
+    return main([*base, "--offset", "log_holders", *extra, *fast])
+
+
+def test_cli_fit_drops_columns_and_reads_codes_as_levels(insurance_csv, tmp_path):
+    from autoglm_graph import load
+
+    out = tmp_path / "model"
+    code = _cli_fit(
+        insurance_csv,
+        out,
+        "--drop",
+        "policy_id",
+        "Holders",
+        "--categorical",
+        "District",
+    )
+    assert code == 0
+    model = load(out)
+    assert list(model.feature_names_in_) == ["District", "Group"]
+    assert "District" in model.preprocessor_.categorical_features_
+    assert {"District_1", "District_4"} <= set(model.feature_names_out_)
+
+
+def test_cli_predict_without_offset_says_offset_option(insurance_csv, tmp_path, capsys):
+    import pandas as pd
+
+    from autoglm_graph.cli import main
+
+    out = tmp_path / "model"
+    _cli_fit(insurance_csv, out, "--drop", "policy_id", "Holders")
+    capsys.readouterr()
+    pred = tmp_path / "pred.csv"
+    assert main(["predict", str(out), str(insurance_csv), "--out", str(pred)]) == 0
+    err = capsys.readouterr().err
+    assert "--offset" in err and "offset=" not in err
+    assert "warnings.warn" not in err and ".py:" not in err
+    assert (
+        main(
+            [
+                "predict",
+                str(out),
+                str(insurance_csv),
+                "--offset",
+                "log_holders",
+                "--local-coef",
+                "--out",
+                str(pred),
+            ]
+        )
+        == 0
+    )
+    written = pd.read_csv(pred)
+    assert {"prediction", "coef_intercept", "coef_Group_a"} <= set(written.columns)
+    assert len(written) == 80
+
+
+def test_cli_prints_a_status_line_before_the_work(insurance_csv, tmp_path, capsys):
+    out = tmp_path / "model"
+    _cli_fit(insurance_csv, out, "--drop", "policy_id", "Holders")
+    err = capsys.readouterr().err
+    assert err.startswith("autoglm-graph: importing")
+    assert "fitting on 80 rows" in err
