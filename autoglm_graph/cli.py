@@ -394,13 +394,13 @@ def _is_number_column(column: pd.Series) -> bool:
 
 
 def _cmd_predict(args: argparse.Namespace) -> int:
-    import pandas as pd
-
-    from . import load
-
     _format(Path(args.out))  # fail before the work on a bad output name
     _check_writable(Path(args.out), "--out")
     _status(f"loading {args.model} (importing torch takes a few seconds) ...")
+    import pandas as pd
+
+    from . import load  # imports torch and scikit-learn
+
     model = load(args.model)
     data = read_table(args.data)
     offset = None
