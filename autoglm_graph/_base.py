@@ -208,6 +208,9 @@ class _BaseGraphGLM(BaseEstimator):
         check_number("verbose", self.verbose, integer=True, low=0)
 
     def _validate_X(self, X, *, reset: bool):
+        if isinstance(X, pd.Series) and not reset:
+            # One row, as df.iloc[i] gives it: its index holds the column names.
+            X = X.to_frame().T.infer_objects()
         on_frame = not reset and getattr(self.preprocessor_, "_fitted_on_frame", False)
         if hasattr(X, "iloc") or on_frame:
             if not hasattr(X, "iloc"):

@@ -127,10 +127,11 @@ def test_plot_neighborhood(network_model, poisson_data, tmp_path):
         plot_neighborhood(network_model, X.iloc[:2])
 
 
-def test_plot_neighborhood_global_only_raises(global_model, poisson_data):
+def test_plot_neighborhood_global_only_draws_a_note(global_model, poisson_data):
     X, _ = poisson_data
-    with pytest.raises(ValueError, match="global GLM"):
-        plot_neighborhood(global_model, X.iloc[[0]])
+    ax = plot_neighborhood(global_model, X.iloc[[0]])
+    assert not ax.patches
+    assert "global GLM" in ax.texts[0].get_text()
 
 
 def test_plot_history(validated_model, network_model, tmp_path):

@@ -276,3 +276,57 @@ def test_cli_prints_a_status_line_before_the_work(insurance_csv, tmp_path, capsy
     err = capsys.readouterr().err
     assert err.startswith("autoglm-graph: importing")
     assert "fitting on 80 rows" in err
+
+
+# ------------------------------------------------------- 7. smaller traps
+def test_a_series_is_one_row():
+    X, y = _grouped_frame()
+    model = GraphGLMRegressor(family="poisson", max_epochs=0).fit(X, y)
+    np.testing.assert_allclose(model.predict(X.iloc[3]), model.predict(X.iloc[[3]]))
+
+
+def test_heterogeneity_of_a_global_glm_says_there_is_no_network():
+    from autoglm_graph import heterogeneity_test
+
+    X, y = _grouped_frame()
+    model = GraphGLMRegressor(family="poisson", local_penalty=np.inf).fit(X, y)
+    with pytest.warns(UserWarning, match="no network to test"):
+        table = heterogeneity_test(model, X, y)
+    assert not np.isinf(table["z"]).any()
+    assert (table["p_value"] == 1.0).all()
+
+
+def test_plots_of_a_global_glm_say_so(tmp_path):
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from autoglm_graph.plotting import plot_local_coef, plot_neighborhood
+
+    X, y = _grouped_frame()
+    model = GraphGLMRegressor(family="poisson", local_penalty=np.inf).fit(X, y)
+    ax = plot_neighborhood(model, X.iloc[[0]])
+    assert "global GLM" in ax.texts[0].get_text()
+    ax = plot_local_coef(model, X)
+    assert "no network" in ax.get_title()
+
+
+def test_plot_local_coef_standardises_numeric_slopes():
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from autoglm_graph.plotting import plot_local_coef
+
+    X, y = _grouped_frame()
+    X = X.assign(x=X["x"] * 1000.0)  # a slope per unit of 1/1000
+    model = GraphGLMRegressor(family="poisson", local_penalty=np.inf).fit(X, y)
+    ax = plot_local_coef(model, X, features=["x"])
+    shown = ax.collections[0].get_offsets()[0, 0]  # the global GLM's diamond
+    sd = model.preprocessor_.design_scaling()[1][
+        list(model.feature_names_out_).index("x")
+    ]
+    assert shown == pytest.approx(
+        model.coef_[list(model.feature_names_out_).index("x")] * sd
+    )
+    assert "standard deviation" in ax.get_xlabel()
