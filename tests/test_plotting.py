@@ -111,7 +111,7 @@ def test_plot_local_coef_global_only_and_multinomial(global_model, tmp_path):
     ax = plot_local_coef(model, X, class_label=model.classes_[1])
     assert isinstance(model.classes_[1], np.integer)
     # "class 1", not "class np.int64(1)"
-    assert ax.get_title().endswith(f", class {int(model.classes_[1])}")
+    assert ax.get_title().splitlines()[0].endswith(f", class {int(model.classes_[1])}")
     _saved(ax, tmp_path, "multinomial.png")
     with pytest.raises(ValueError, match=r"one of \[0, 1, 2\]; got 'no such class'"):
         plot_local_coef(model, X, class_label="no such class")
