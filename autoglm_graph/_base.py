@@ -12,6 +12,7 @@ import functools
 import warnings
 
 import numpy as np
+import pandas as pd
 import torch
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
@@ -223,6 +224,9 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
         check_number("verbose", self.verbose, integer=True, low=0)
 
     def _validate_X(self, X, *, reset: bool):
+        if isinstance(X, pd.Series) and not reset:
+            # One row, as df.iloc[i] gives it: its index holds the column names.
+            X = X.to_frame().T.infer_objects()
         on_frame = not reset and getattr(self.preprocessor_, "_fitted_on_frame", False)
         if hasattr(X, "iloc") or on_frame:
             if not hasattr(X, "iloc"):
@@ -290,6 +294,7 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
             y_model = self._encode_target(y)
             family = self._make_family(y_model)
             family.check_y(y_model)
+            family.check_offset(offset)
             self.family_ = family
             self.preprocessor_ = TabularPreprocessor()
             # float64: the GLM is solved to a gradient tolerance on it (the

@@ -61,6 +61,8 @@ effect of ``x_j`` is a varying local slope too, and is flagged.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import torch
@@ -179,7 +181,21 @@ def heterogeneity_test(
         3, "relative_gain", table["deviance_gain"] / np.average(deviance, weights=w)
     )
     table.index = pd.Index(terms, name="term")
+    if estimator.is_global_only_:
+        _say_no_network(estimator, table)
     return table
+
+
+def _say_no_network(estimator, table: pd.DataFrame) -> None:
+    """A global-only model has nothing to test: z is undefined, not -inf."""
+    table[["std_err", "z"]] = np.nan
+    warnings.warn(
+        "There is no network to test: the fitted model is its global GLM "
+        f"({estimator.global_only_reason_}), so every coefficient is global "
+        "(gains 0, p-values 1, z undefined).",
+        UserWarning,
+        stacklevel=3,
+    )
 
 
 def _made_global(

@@ -38,7 +38,7 @@ from ._preprocessing_checks import (
     _to_fitted_levels,
 )
 
-__all__ = ["DroppedColumnsWarning", "TabularPreprocessor"]
+__all__ = ["DroppedColumnsWarning", "TabularPreprocessor", "UnseenCategoryWarning"]
 
 MISSING_LEVEL = "missing"
 """Level given to missing values of categorical columns before one-hot encoding."""
@@ -48,6 +48,10 @@ _ONE_TO_ONE: dict[str, Any] = {"feature_names_out": "one-to-one"}
 
 class DroppedColumnsWarning(UserWarning):
     """A column that varied in ``fit`` produced no feature (e.g. an identifier)."""
+
+
+class UnseenCategoryWarning(UserWarning):
+    """A categorical column holds a level at ``transform`` that ``fit`` never saw."""
 
 
 def _as_object_with_nan(X: Any) -> np.ndarray:
@@ -511,8 +515,47 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
             if reset and self.scale_numeric:
                 _check_variance_is_finite(values, labels)
         if not reset:
+            self._warn_unseen_levels(X)
             X = self._match_fitted_levels(X)
         return X
+
+    def _warn_unseen_levels(self, X: pd.DataFrame) -> None:
+        """Warn once about values of categorical columns that ``fit`` never saw.
+
+        As ``OneHotEncoder(handle_unknown="warn")``: an unseen level is encoded
+        as the column's infrequent level, or as no level at all, which moves a
+        prediction. Columns whose dtype changed since ``fit`` are left to
+        :meth:`_match_fitted_levels`, which says more about them.
+        """
+        fitted = getattr(self, "_dtypes", None)  # absent in older model files
+        if fitted is None or not self._categorical_idx:
+            return
+        columns = self.column_transformer_.named_steps["columns"]
+        encoder = columns.named_transformers_["categorical"][-1]
+        # infrequent_categories_ exists only where levels can be grouped.
+        grouping = self.min_frequency is not None or self.max_categories is not None
+        found = []
+        for i, col in enumerate(self._categorical_idx):
+            values = X.iloc[:, col]
+            if str(values.dtype) != fitted[col]:
+                continue
+            levels = set(encoder.categories_[i].tolist())
+            present = pd.unique(values[values.notna()].astype(object))
+            unseen = [_plain(v) for v in present if str(v) not in levels]
+            if not unseen:
+                continue
+            shown = ", ".join(repr(v) for v in unseen[:5])
+            shown += f", ... ({len(unseen)} in all)" if len(unseen) > 5 else ""
+            infrequent = grouping and encoder.infrequent_categories_[i] is not None
+            coded = "its infrequent level" if infrequent else "no level (all zeros)"
+            found.append(f"{self._columns[col]!r}: {shown} (encoded as {coded})")
+        if found:
+            warnings.warn(
+                "Found unknown categories in column(s) during transform, levels "
+                f"that fit did not see: {'; '.join(found)}.",
+                UnseenCategoryWarning,
+                stacklevel=_caller_stacklevel(),
+            )
 
     def _check_column_labels(self, X: pd.DataFrame) -> None:
         """The columns of ``X`` are those of ``fit``, in the same order.
