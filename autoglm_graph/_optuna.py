@@ -22,20 +22,8 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.study import StudyDirection
 from optuna.trial import TrialState
 
-#: Seconds between a running trial's heartbeats in an RDB storage made from a URL.
-HEARTBEAT_INTERVAL = 30
-#: Seconds without a heartbeat after which a running trial counts as dead.
-GRACE_PERIOD = 120
-#: Times a trial of a dead worker is retried (with the same parameters).
-MAX_RETRY = 3
 #: File endings that make a ``storage`` string a journal file, not a database URL.
 JOURNAL_SUFFIXES = (".log", ".jsonl", ".journal")
-#: Times opening a database storage is tried when workers started together
-#: race to create its schema (one of them gets an IntegrityError or a
-#: "database is locked" OperationalError; the schema exists at the next try).
-STORAGE_ATTEMPTS = 10
-#: Milliseconds a SQLite connection waits for another worker's write lock.
-SQLITE_BUSY_MS = 60_000
 
 
 class OptunaPruningCallback:
@@ -90,8 +78,19 @@ class OptunaPruningCallback:
         return False
 
 
-def make_storage(storage) -> BaseStorage | None:
+def make_storage(
+    storage,
+    *,
+    heartbeat_interval: int = 30,
+    grace_period: int = 120,
+    max_retry: int = 3,
+    attempts: int = 10,
+    sqlite_busy_ms: int = 60_000,
+) -> BaseStorage | None:
     """An Optuna storage from ``GraphGLMSearchCV``'s ``storage`` parameter.
+
+    A storage object made here (with other heartbeat settings, say) can be
+    passed to the search as its ``storage``.
 
     Parameters
     ----------
@@ -103,8 +102,19 @@ def make_storage(storage) -> BaseStorage | None:
         retried). Any other string with ``"://"``: a database URL
         (``sqlite:///sweep.db``, ``postgresql://...``) opened as an
         ``RDBStorage`` whose heartbeat fails the trials of dead workers after
-        :data:`GRACE_PERIOD` seconds and retries them up to :data:`MAX_RETRY`
-        times.
+        ``grace_period`` seconds and retries them up to ``max_retry`` times.
+    heartbeat_interval : int, default=30
+        Seconds between a running trial's heartbeats (database URLs).
+    grace_period : int, default=120
+        Seconds without a heartbeat after which a running trial counts as dead.
+    max_retry : int, default=3
+        Times a trial of a dead worker is retried (with the same parameters).
+    attempts : int, default=10
+        Times opening a database is tried when workers started together race
+        to create its schema (one gets an IntegrityError or "database is
+        locked"; the schema exists at the next try).
+    sqlite_busy_ms : int, default=60000
+        Milliseconds a SQLite connection waits for another worker's write lock.
 
     Returns
     -------
@@ -132,8 +142,13 @@ def make_storage(storage) -> BaseStorage | None:
             ) from exc
     if "://" not in text:
         raise ValueError(f"{expected}; got {storage!r}.")
+    heartbeat = {
+        "heartbeat_interval": heartbeat_interval,
+        "grace_period": grace_period,
+        "max_retry": max_retry,
+    }
     try:
-        return _open_database(text)
+        return _open_database(text, heartbeat, attempts, sqlite_busy_ms)
     except Exception as exc:  # sqlalchemy raises many kinds for a bad URL
         raise ValueError(
             f"The 'storage' URL {storage!r} could not be opened as a database: "
@@ -141,7 +156,9 @@ def make_storage(storage) -> BaseStorage | None:
         ) from exc
 
 
-def _open_database(url: str) -> RDBStorage:
+def _open_database(
+    url: str, heartbeat: dict, attempts: int, sqlite_busy_ms: int
+) -> RDBStorage:
     """``RDBStorage(url)``, tried again when another process created the schema
     at the same moment (optuna creates the tables and inserts the alembic
     version row; of two workers on a fresh database one then fails)."""
@@ -149,16 +166,16 @@ def _open_database(url: str) -> RDBStorage:
 
     # ProgrammingError: PostgreSQL's "relation already exists" of the same race.
     race = (IntegrityError, OperationalError, ProgrammingError)
-    for attempt in range(STORAGE_ATTEMPTS):
+    for attempt in range(attempts):
         try:
             with warnings.catch_warnings():  # heartbeats are "experimental"
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                storage = RDBStorage(url, **_heartbeat_kwargs())
+                storage = RDBStorage(url, **_heartbeat_kwargs(**heartbeat))
             if storage.engine.dialect.name == "sqlite":
-                _serialize_sqlite(storage.engine)
+                _serialize_sqlite(storage.engine, sqlite_busy_ms)
             return storage
         except race:
-            if attempt == STORAGE_ATTEMPTS - 1:
+            if attempt == attempts - 1:
                 raise
             # Jittered backoff (0.05 s doubling, at most 1 s): the workers
             # that collided do not collide again.
@@ -166,7 +183,7 @@ def _open_database(url: str) -> RDBStorage:
     raise AssertionError("unreachable")
 
 
-def _serialize_sqlite(engine) -> None:
+def _serialize_sqlite(engine, busy_ms: int) -> None:
     """Make every transaction of a SQLite engine take the write lock at BEGIN.
 
     RDBStorage pops a queued trial by reading its state and writing RUNNING
@@ -183,8 +200,8 @@ def _serialize_sqlite(engine) -> None:
     @event.listens_for(engine, "connect")
     def _connect(dbapi_connection, _record) -> None:
         dbapi_connection.isolation_level = None  # SQLAlchemy emits BEGIN itself
-        # Wait for the lock (60 s) rather than fail with "database is locked".
-        dbapi_connection.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_MS}")
+        # Wait for the lock rather than fail with "database is locked".
+        dbapi_connection.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
 
     @event.listens_for(engine, "begin")
     def _begin(connection) -> None:
@@ -203,15 +220,17 @@ def fail_stale_trials(study: optuna.Study) -> None:
         optuna.storages.fail_stale_trials(study)
 
 
-def _heartbeat_kwargs() -> dict:
+def _heartbeat_kwargs(
+    heartbeat_interval: int, grace_period: int, max_retry: int
+) -> dict:
     """Heartbeat and retry of stale trials, by the names of the installed optuna."""
-    kwargs = {"heartbeat_interval": HEARTBEAT_INTERVAL, "grace_period": GRACE_PERIOD}
+    kwargs = {"heartbeat_interval": heartbeat_interval, "grace_period": grace_period}
     retry = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None)
     if retry is not None:  # optuna >= 4.9
-        kwargs["heartbeat_stale_trial_callback"] = retry(max_retry=MAX_RETRY)
+        kwargs["heartbeat_stale_trial_callback"] = retry(max_retry=max_retry)
     else:
         retry = optuna.storages.RetryFailedTrialCallback
-        kwargs["failed_trial_callback"] = retry(max_retry=MAX_RETRY)
+        kwargs["failed_trial_callback"] = retry(max_retry=max_retry)
     return kwargs
 
 

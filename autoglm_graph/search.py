@@ -33,10 +33,7 @@ from tqdm.auto import tqdm
 from ._base import _BaseGraphGLM
 from ._objective import CAUGHT, TrialObjective, _Data
 from ._optuna import (
-    GRACE_PERIOD,
-    HEARTBEAT_INTERVAL,
     JOURNAL_SUFFIXES,
-    MAX_RETRY,
     OptunaPruningCallback,
     check_fingerprint,
     default_study_name,
@@ -50,10 +47,7 @@ from .families import get_family
 from .neighbors import NeighborCache
 
 __all__ = [
-    "GRACE_PERIOD",
-    "HEARTBEAT_INTERVAL",
     "JOURNAL_SUFFIXES",
-    "MAX_RETRY",
     "GraphGLMSearchCV",
     "OptunaPruningCallback",
     "auto_fit",
@@ -116,10 +110,11 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
         Where the study lives; see :func:`make_storage`. Processes pointed at
         one storage and ``study_name`` share the sweep; a stopped sweep resumes.
         A database URL (``"sqlite:///sweep.db"``) gets heartbeats: the running
-        trial of a killed worker is failed after ``GRACE_PERIOD`` seconds and
-        retried. A journal file (``"journal:sweep.log"``, or a path ending in
-        ``.log``, ``.jsonl`` or ``.journal``) has no heartbeat; such a trial
-        stays RUNNING and does not count towards ``n_trials``.
+        trial of a killed worker is failed after 120 s without a heartbeat and
+        retried (``make_storage(url, grace_period=...)`` for other settings). A
+        journal file (``"journal:sweep.log"``, or a path ending in ``.log``,
+        ``.jsonl`` or ``.journal``) has no heartbeat; such a trial stays RUNNING
+        and does not count towards ``n_trials``.
     study_name : str or None, default=None
         Name of the study in the storage (created, or loaded if it exists).
         None with a storage: ``"autoglm-<hash>"``, derived from

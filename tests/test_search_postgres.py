@@ -32,9 +32,8 @@ HEARTBEAT_INTERVAL, GRACE_PERIOD = 1, 3
 WORKER = """
 import sys
 import optuna
-from autoglm_graph import _optuna
-_optuna.HEARTBEAT_INTERVAL, _optuna.GRACE_PERIOD = {heartbeat}, {grace}
 from autoglm_graph import GraphGLMRegressor, GraphGLMSearchCV
+from autoglm_graph.search import make_storage
 from autoglm_graph.datasets import make_varying_coefficients
 from optuna.distributions import FloatDistribution, IntDistribution
 
@@ -54,7 +53,8 @@ space = {
     "learning_rate": FloatDistribution(1e-3, 1e-2, log=True),
 }
 search = GraphGLMSearchCV(
-    est, space, n_trials=n_trials, storage=url, study_name=study,
+    est, space, n_trials=n_trials, study_name=study,
+    storage=make_storage(url, heartbeat_interval={heartbeat}, grace_period={grace}),
     pruner=optuna.pruners.NopPruner(), refit=False, random_state=0, cv=None,
 )
 """.replace("{heartbeat}", str(HEARTBEAT_INTERVAL)).replace(
