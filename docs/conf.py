@@ -63,6 +63,7 @@ sphinx_gallery_conf = {
     "download_all_examples": False,
     "show_memory": False,
     "min_reported_time": 1,
+    "write_computation_times": False,
 }
 
 html_theme = "pydata_sphinx_theme"

@@ -45,7 +45,7 @@ try:
 except ImportError:
     plt = None
 
-parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser = argparse.ArgumentParser(description="Per-row coefficients, neighbours, plots.")
 parser.add_argument("--out", help="folder for the PNG files (default: a temp dir)")
 args = parser.parse_args()
 out = Path(args.out or tempfile.mkdtemp(prefix="autoglm_graph_plots_"))
