@@ -40,7 +40,7 @@ exclude_patterns = ["_build", "decisions/README.md", "**.ipynb_checkpoints"]
 
 # API reference: one page per public name (api.rst), members listed by autodoc.
 autosummary_generate = True
-autodoc_default_options = {"members": True, "inherited-members": False}
+autodoc_default_options = {"members": True}
 autodoc_typehints = "none"  # the numpydoc sections say the types
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
@@ -78,8 +78,11 @@ html_show_sourcelink = False
 
 
 def _skip_member(app, what, name, obj, skip, options):
-    # scikit-learn's generated set_{method}_request methods: documented there.
+    # What the classes inherit from scikit-learn (get_params, set_output,
+    # set_{method}_request, ...) is documented there.
     if name.startswith("set_") and name.endswith("_request"):
+        return True
+    if getattr(obj, "__module__", None) and obj.__module__.startswith("sklearn"):
         return True
     return skip
 
