@@ -8,6 +8,7 @@ parameters documented, are in :mod:`autoglm_graph.estimators`.
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
@@ -28,6 +29,9 @@ from sklearn.utils.validation import (
 
 from ._fitted import FittedNetwork
 from ._glm import balance_glm, fit_global_glm, fit_negative_binomial
+from ._location_fit import _LocationMixin
+from ._persistence import _PersistenceMixin
+from ._reading import _ReadingMixin
 from ._threads import with_thread_limit
 from ._timing import PhaseTimes
 from ._validation import (
@@ -40,11 +44,11 @@ from ._validation import (
     resolve_precision,
 )
 from .families import Family, NegativeBinomialFamily
-from .location import fit_location_effect
 from .modules import MESSAGE_PASSING, NetConfig
 from .policy import FitPolicy
+from .predictor import Predictor
 from .preprocessing import TabularPreprocessor
-from .rows import GraphConfig, RowData, linear_predictor
+from .rows import GraphConfig, RowData
 from .stopping import EarlyStopping
 from .training import Trainer
 
@@ -55,7 +59,7 @@ def _policy_of(estimator) -> FitPolicy:
     return getattr(estimator, "fit_policy", None) or FitPolicy()
 
 
-class _BaseGraphGLM(BaseEstimator):
+class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstimator):
     """Shared fitting and inference of the graph-contextualized GLM."""
 
     def __init__(
@@ -220,6 +224,9 @@ class _BaseGraphGLM(BaseEstimator):
         check_number("verbose", self.verbose, integer=True, low=0)
 
     def _validate_X(self, X, *, reset: bool):
+        if isinstance(X, pd.Series) and not reset:
+            # One row, as df.iloc[i] gives it: its index holds the column names.
+            X = X.to_frame().T.infer_objects()
         on_frame = not reset and getattr(self.preprocessor_, "_fitted_on_frame", False)
         if hasattr(X, "iloc") or on_frame:
             if not hasattr(X, "iloc"):
@@ -287,6 +294,7 @@ class _BaseGraphGLM(BaseEstimator):
             y_model = self._encode_target(y)
             family = self._make_family(y_model)
             family.check_y(y_model)
+            family.check_offset(offset)
             self.family_ = family
             self.preprocessor_ = TabularPreprocessor()
             # float64: the GLM is solved to a gradient tolerance on it (the
@@ -357,7 +365,7 @@ class _BaseGraphGLM(BaseEstimator):
             return 0.0
         if balance == "auto" and not self.family_.canonical_link:
             return 0.0  # the maximum likelihood GLM stays as scikit-learn's
-        eta, _ = self._coefficients(design, offset)
+        eta, _ = self.predictor().coefficients(design, offset)
         self.global_glm_, shift = balance_glm(
             self.global_glm_, self.family_, y_model, eta[:, 0], sample_weight
         )
@@ -533,89 +541,6 @@ class _BaseGraphGLM(BaseEstimator):
             policy=policy,
         )
 
-    def _location_design_columns(self) -> list[int]:
-        """Design columns of ``location_columns`` (numeric columns only)."""
-        names_in = getattr(self, "feature_names_in_", None)
-        numeric = set(map(str, self.preprocessor_.numeric_features_))
-        out = list(map(str, self.feature_names_out_))
-        columns = []
-        for column in self.location_columns:
-            if isinstance(column, (int, np.integer)):
-                if not 0 <= column < self.n_features_in_:
-                    raise ValueError(
-                        f"location_columns: column {column} is out of range for "
-                        f"{self.n_features_in_} features."
-                    )
-                column = names_in[column] if names_in is not None else f"x{column}"
-            name = str(column)
-            if name not in numeric or name not in out:
-                raise ValueError(
-                    f"location_columns: {name!r} is not a numeric, non-constant "
-                    f"column of X (numeric columns: {sorted(numeric)})."
-                )
-            columns.append(out.index(name))
-        return columns
-
-    def _locations(self, design: np.ndarray, columns: list[int]) -> np.ndarray:
-        """The location columns of ``design`` in the user's units."""
-        shift, scale = self.preprocessor_.design_scaling()
-        return design[:, columns] * scale[columns] + shift[columns]
-
-    def _fit_location(
-        self, design, y_model, sample_weight, offset, train_pos, val_pos, groups
-    ) -> np.ndarray | None:
-        """Fit ``location_effect_`` (:mod:`autoglm_graph.location`); returns the
-        linear predictor's shift of every row (None without the effect)."""
-        if self.location_columns is None:
-            return None
-        if self._n_outputs != 1:
-            raise ValueError(
-                "location_columns needs a single-output family; the multinomial "
-                "family has one linear predictor per class."
-            )
-        if groups is not None:
-            raise ValueError(
-                "location_columns cannot be combined with groups yet: a row's "
-                "neighbourhood would hold rows of its own group."
-            )
-        columns = self._location_design_columns()
-        eta = self._global_eta(design, offset)[:, 0]
-        locations = self._locations(design, columns)
-
-        def rows(positions):
-            if positions is None or not len(positions):
-                return None
-            return (
-                locations[positions],
-                y_model[positions],
-                eta[positions],
-                sample_weight[positions],
-            )
-
-        effect, train_shift, report = fit_location_effect(
-            self.family_,
-            columns,
-            rows(train_pos),
-            rows(val_pos),
-            self.location_neighbors,
-        )
-        self.location_report_ = report
-        if effect is None:
-            return None
-        self.location_effect_ = effect
-        shift = np.zeros(design.shape[0])
-        shift[train_pos] = train_shift
-        if val_pos is not None and len(val_pos):
-            shift[val_pos] = effect.shift(locations[val_pos])
-        return shift
-
-    def _location_shift(self, design: np.ndarray) -> np.ndarray | None:
-        """The fitted location effect's shift of new rows' linear predictor."""
-        effect = getattr(self, "location_effect_", None)
-        if effect is None:
-            return None
-        return effect.shift(self._locations(design, effect.columns))
-
     def _row_data(
         self, design, y_model, sample_weight, offset, glm, train_pos, eta_shift=None
     ):
@@ -625,7 +550,7 @@ class _BaseGraphGLM(BaseEstimator):
         as_tensor = lambda a: torch.as_tensor(  # noqa: E731
             np.require(a, np.float32, ["C", "W"]), device=device
         )
-        eta_global = self._global_eta(design, offset)
+        eta_global = self.predictor().global_eta(design, offset)
         if eta_shift is not None:  # the location effect, leave-one-out on train
             eta_global = eta_global + eta_shift[:, None]
         targets = None
@@ -646,283 +571,27 @@ class _BaseGraphGLM(BaseEstimator):
             targets=None if targets is None else as_tensor(targets),
         )
 
-    def _global_eta(self, design: np.ndarray, offset) -> np.ndarray:
-        glm = self.global_glm_
-        eta = design.astype(np.float64, copy=False) @ glm.coef.T + glm.intercept
-        if offset is not None:
-            eta = eta + offset[:, None]
-        return eta
-
     # ------------------------------------------------------------- inference
-    def _design(self, X) -> np.ndarray:
+    def predictor(self) -> Predictor:
+        """The fitted model's arithmetic: design, linear predictor, coefficients.
+
+        Returns
+        -------
+        Predictor
+            Reads the fitted state (no copy): rows -> design -> linear
+            predictor and per-row coefficients, in the user's units too.
+        """
         check_is_fitted(self, "global_glm_")
-        X = self._validate_X(X, reset=False)
-        if X.shape[0] == 0:
-            raise ValueError("Found array with 0 sample(s); at least 1 is required.")
-        return self.preprocessor_.transform(X, dtype=np.float64)
-
-    def _to_user_units(self, theta: np.ndarray) -> np.ndarray:
-        """Map ``[..., intercept, slopes]`` on the design to the user's units."""
-        shift, scale = self.preprocessor_.design_scaling()
-        slopes = theta[..., 1:] / scale
-        intercept = theta[..., 0] - slopes @ shift
-        return np.concatenate([intercept[..., None], slopes], axis=-1)
-
-    def _global_theta_user(self) -> np.ndarray:
-        """The global GLM's ``[n_outputs, 1 + p]`` (intercept, slopes), user units."""
-        glm = self.global_glm_
-        theta = np.concatenate([glm.intercept[:, None], glm.coef], axis=1)
-        return self._to_user_units(theta)
-
-    @with_thread_limit
-    def _coefficients(self, design: np.ndarray, offset=None):
-        """Per-row (eta [n, n_outputs], theta [n, n_outputs, p + 1])."""
-        design = np.require(design, requirements=["W"])  # torch warns on read-only
-        offset = check_offset(offset, design.shape[0])
-        glm = self.global_glm_
-        theta_global = np.concatenate([glm.intercept[:, None], glm.coef], axis=1)
-        eta = self._global_eta(design, offset)
-        theta = np.broadcast_to(
-            theta_global, (design.shape[0], *theta_global.shape)
-        ).copy()
-        location = self._location_shift(design)
-        if location is not None:  # a shift of each row's intercept
-            eta = eta + location[:, None]
-            theta[:, :, 0] += location[:, None]
-        if self.network_ is None:
-            return eta, theta
-        chunk = _policy_of(self).predict_chunk
-        deltas = [
-            self._query(design[s : s + chunk]) for s in range(0, design.shape[0], chunk)
-        ]
-        delta = torch.cat(deltas).double()
-        rows = RowData(
-            context=None,
-            design=torch.as_tensor(design, dtype=torch.float64),
-            y=None,
-            weight=None,
-            eta_global=torch.as_tensor(eta),
+        return Predictor(
+            preprocessor=self.preprocessor_,
+            global_glm=self.global_glm_,
+            n_outputs=self._n_outputs,
+            check_X=functools.partial(self._validate_X, reset=False),
+            chunk_rows=_policy_of(self).predict_chunk,
+            n_jobs=self.n_jobs,
+            location_effect=getattr(self, "location_effect_", None),
+            network=getattr(self, "_fitted", None),
         )
-        eta_local, delta = linear_predictor(delta, rows, self._n_outputs)
-        eta_local = eta_local.reshape(eta.shape)
-        return eta_local.numpy(), theta + delta.numpy()
-
-    def _query(self, design_chunk: np.ndarray, **kwargs):
-        context = torch.as_tensor(
-            design_chunk, dtype=torch.float32, device=self._fitted.device
-        )
-        out = self._fitted.query(context, **kwargs)
-        if kwargs:
-            return out
-        return out.cpu()
-
-    def _linear_predictor(self, X, offset=None) -> np.ndarray:
-        if offset is None and getattr(self, "offset_used_", False):
-            # A warning, not an error: offset 0 (a rate per unit of exposure)
-            # is a valid prediction, and scikit-learn's tools call predict(X).
-            warnings.warn(
-                f"This {type(self).__name__} was fitted with an offset, and "
-                "predict got none: the predictions are for offset=0 (e.g. a rate "
-                "per unit of exposure). Pass offset= to predict with exposure.",
-                UserWarning,
-                stacklevel=3,
-            )
-        eta, _ = self._coefficients(self._design(X), offset)
-        return eta
-
-    def local_coef(self, X, offset=None) -> pd.DataFrame:
-        """Per-row GLM coefficients: the global GLM plus each row's deviation.
-
-        Parameters
-        ----------
-        X : array-like or DataFrame of shape (n_samples, n_features)
-        offset : float or array-like of shape (n_samples,), default=None
-            Accepted for symmetry with ``predict``; it does not change coefficients.
-
-        Returns
-        -------
-        DataFrame of shape (n_samples, n_terms)
-            Columns ``intercept`` and the design's feature names; for the
-            multinomial family a (class, term) column MultiIndex.
-        """
-        design = self._design(X)
-        _, theta = self._coefficients(design, offset)
-        theta = self._to_user_units(theta)
-        terms = ["intercept", *self.feature_names_out_]
-        index = X.index if hasattr(X, "index") else None
-        if self._n_outputs == 1:
-            return pd.DataFrame(theta[:, 0, :], columns=terms, index=index)
-        columns = pd.MultiIndex.from_product(
-            [list(self.classes_), terms], names=["class", "term"]
-        )
-        return pd.DataFrame(
-            theta.reshape(theta.shape[0], -1), columns=columns, index=index
-        )
-
-    @with_thread_limit
-    def explain(self, X) -> pd.DataFrame:
-        """The training rows each row attended to, with attention weights.
-
-        Parameters
-        ----------
-        X : array-like or DataFrame of shape (n_samples, n_features)
-
-        Returns
-        -------
-        DataFrame
-            One line per (row, neighbour): ``row`` (X's index, or position),
-            ``neighbor`` (the training row's index in the training data, or its
-            position), ``rank``, ``similarity`` and ``attention`` (last layer,
-            mean over heads), sorted by row then rank. Empty when the fitted
-            model is the global GLM.
-        """
-        design = self._design(X)
-        row_labels = self._row_labels(X)
-        columns = ["row", "neighbor", "rank", "similarity", "attention"]
-        if self.network_ is None:
-            return pd.DataFrame(columns=columns)
-        frames = []
-        step = _policy_of(self).predict_chunk
-        for start in range(0, design.shape[0], step):
-            chunk = design[start : start + step]
-            (_, (edge_index, alpha)), graph = self._query(
-                chunk, return_graph=True, return_attention=True
-            )
-            src, dst = edge_index.cpu().numpy()
-            rank = graph.mask.cumsum(dim=1)[graph.mask].cpu().numpy() - 1
-            frames.append(
-                pd.DataFrame(
-                    {
-                        "row": row_labels[start + dst],
-                        "neighbor": self._train_index[self._fitted.positions[src]],
-                        "rank": rank,
-                        "similarity": graph.similarities[graph.mask].cpu().numpy(),
-                        "attention": alpha.mean(dim=1).cpu().numpy(),
-                    }
-                )
-            )
-        return pd.concat(frames, ignore_index=True)[columns]
-
-    @staticmethod
-    def _row_labels(X) -> np.ndarray:
-        if hasattr(X, "index"):
-            return np.asarray(X.index)
-        return np.arange(X.shape[0])
-
-    def coef_table(
-        self,
-        X,
-        y,
-        sample_weight=None,
-        offset=None,
-        cov_type: str = "fisher",
-        alpha: float = 0.05,
-        weights: str = "variance",
-    ) -> pd.DataFrame:
-        """The global GLM's coefficients with standard errors, z, p and CIs.
-
-        See :func:`autoglm_graph.explain.coef_table`.
-
-        Parameters
-        ----------
-        X, y, sample_weight, offset
-            The data of the fit (the estimator does not keep its design).
-        cov_type : {"fisher", "sandwich"}, default="fisher"
-        alpha : float, default=0.05
-            Level of the confidence intervals (not the L2 penalty).
-        weights : {"variance", "frequency"}, default="variance"
-            What ``sample_weight`` means for the standard errors
-            (statsmodels' ``var_weights`` or ``freq_weights``).
-
-        Returns
-        -------
-        DataFrame
-            ``coef``, ``std_err``, ``z``, ``p_value``, ``ci_lower``,
-            ``ci_upper`` per term.
-        """
-        from .explain import coef_table
-
-        return coef_table(
-            self,
-            X,
-            y,
-            sample_weight,
-            offset,
-            cov_type=cov_type,
-            alpha=alpha,
-            weights=weights,
-        )
-
-    def local_coef_summary(self, X, offset=None) -> pd.DataFrame:
-        """How the per-row coefficients vary over the rows of X, per term.
-
-        See :func:`autoglm_graph.explain.local_coef_summary`.
-
-        Parameters
-        ----------
-        X : array-like or DataFrame of shape (n_samples, n_features)
-        offset : float or array-like of shape (n_samples,), default=None
-
-        Returns
-        -------
-        DataFrame
-            ``global``, ``mean``, ``sd``, quantiles and
-            ``opposite_sign_share`` per term.
-        """
-        from .explain import local_coef_summary
-
-        return local_coef_summary(self, X, offset)
-
-    # ---------------------------------------------------------- persistence
-    def save(self, path):
-        """Save the fitted model without pickle; read it with ``autoglm_graph.load``.
-
-        See :func:`autoglm_graph.io.save_model`: safetensors and JSON (and
-        skops for the preprocessing), in a directory or a ``.zip`` file.
-
-        Parameters
-        ----------
-        path : str or path-like
-            A directory, or a file whose name ends in ``.zip``.
-
-        Returns
-        -------
-        pathlib.Path
-            The path written.
-        """
-        from .io import save_model
-
-        return save_model(self, path)
-
-    def _restore(self, global_glm, train_index, network: FittedNetwork | None):
-        """Set the fitted state that a saved model's reader rebuilt (the
-        public attributes aside): the global GLM, the training rows' labels
-        and the fitted network."""
-        self.global_glm_ = global_glm
-        self._set_global_coefficients(global_glm)
-        self._train_index = train_index
-        self._fitted = network
-        self._validation_positions = None  # not saved: only a search reads it
-        self.network_ = None if network is None else network.net
-
-    def __getstate__(self):
-        # The fitted network pickles through its state() (tensors on the CPU);
-        # network_ is its net, restored with it.
-        state = self.__dict__.copy()
-        if state.get("_fitted") is not None:
-            state["network_"] = None
-        return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        if "device_" in state:
-            try:
-                self.device_ = resolve_device(self.device)
-            except ValueError:  # e.g. fitted on a GPU, loaded where there is none
-                self.device_ = torch.device("cpu")
-        if getattr(self, "_fitted", None) is not None:
-            self._fitted = self._fitted.to(self.device_)
-            self.network_ = self._fitted.net
 
 
 def _check_location_columns(columns) -> None:

@@ -539,6 +539,13 @@ def _history(history) -> list[dict]:
     return history
 
 
+def _fit_times(value) -> dict[str, float]:
+    """Seconds by phase of the fit (``fit_times_``)."""
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise ModelFileError(f"fit_times_ must map phases to seconds; got {value!r}.")
+    return {key: _number(s, f"fit_times_[{key!r}]") for key, s in value.items()}
+
+
 def _number(value, what: str):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ModelFileError(f"{what} must be a number; got {value!r}.")

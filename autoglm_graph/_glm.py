@@ -26,12 +26,9 @@ from scipy import linalg
 from scipy.optimize import minimize
 from sklearn.exceptions import ConvergenceWarning
 
+from ._preprocessing_checks import _caller_stacklevel
 from .families import Family, NegativeBinomialFamily, PoissonFamily
-from .preprocessing import _caller_stacklevel
 
-#: Above this many parameters the dense Newton Hessian (n * m^2 flops) gives
-#: way to L-BFGS-B.
-NEWTON_MAX_PARAMS = 400
 #: A fitted probability this close to 0 or 1 at alpha=0 signals separation.
 SEPARATION_EPS = 1e-10
 
@@ -249,6 +246,7 @@ def fit_global_glm(
     penalty_weights: np.ndarray | None = None,
     max_iter: int = 100,
     tol: float = 1e-10,
+    newton_max_params: int = 400,
 ) -> GlobalGLM:
     """Fit the penalized GLM exactly (to ``tol``) in float64.
 
@@ -273,6 +271,9 @@ def fit_global_glm(
     tol : float, default=1e-10
         Stop when the largest absolute gradient of the objective is below it
         (``100 * tol`` on designs too wide for Newton's method).
+    newton_max_params : int, default=400
+        Above this many parameters (``n_outputs * (p + 1)``) the dense Newton
+        Hessian (``n * m**2`` flops) gives way to L-BFGS-B.
 
     Returns
     -------
@@ -298,7 +299,7 @@ def fit_global_glm(
     init_eta = family.start_eta(np.asarray(y), sample_weight, off)
     B = np.zeros((n_outputs, n_features + 1))
     B[:, -1] = init_eta
-    if B.size <= NEWTON_MAX_PARAMS:
+    if B.size <= newton_max_params:
         B, n_iter, converged = _newton(obj, B, max_iter, tol)
     else:
         B, n_iter, converged = _lbfgs(obj, B, 10 * max_iter, tol)
@@ -311,8 +312,7 @@ def fit_global_glm(
         warnings.warn(
             f"The global GLM did not converge in {n_iter} iterations: the largest "
             f"absolute gradient is {np.max(np.abs(grad)):.3g} > tol={tol:g}. "
-            "Rescale the numeric columns, raise alpha, or check for collinear or "
-            "separating features.",
+            + _nonconvergence_advice(obj, B, alpha),
             ConvergenceWarning,
             stacklevel=_caller_stacklevel(),
         )
@@ -407,3 +407,48 @@ def _warn_if_separated(obj: _Objective, B: np.ndarray, w: np.ndarray) -> None:
             ConvergenceWarning,
             stacklevel=_caller_stacklevel(),
         )
+
+
+def _nonconvergence_advice(
+    obj: _Objective, B: np.ndarray, alpha: float, large_scale: float = 1e4
+) -> str:
+    """The causes of a stalled solve that this design has, each with its remedy.
+
+    ``large_scale``: a design column whose largest absolute value exceeds it is
+    named as badly scaled.
+    """
+    X = obj.X1[:, :-1]
+    advice = []
+    if X.shape[1]:
+        big = np.max(np.abs(X), axis=0) > large_scale
+        if big.any():
+            advice.append(
+                f"{int(big.sum())} column(s) of the design reach |x| > "
+                f"{large_scale:g}: standardise them (or let the estimator's "
+                "preprocessing scale them)"
+            )
+    missing_rank = obj.X1.shape[1] - np.linalg.matrix_rank(obj.X1)
+    if missing_rank and alpha == 0:
+        advice.append(
+            f"{missing_rank} direction(s) of the design are not identified (the "
+            "one-hot levels of a categorical column sum to the intercept, as every "
+            "level is coded, or columns repeat one another): set alpha > 0, e.g. "
+            "alpha=1e-6, to identify them"
+        )
+    if obj.family.link_name == "log" and obj.K == 1:
+        mu = np.exp(np.clip(obj.eta(B)[:, 0], -700, 700))
+        y = obj.y.numpy().reshape(-1)
+        vanishing = (y == 0) & (mu < 1e-8 * max(float(np.mean(y)), 1e-300))
+        if vanishing.any():
+            advice.append(
+                f"{int(vanishing.sum())} row(s) with y = 0 have fitted means near "
+                "0 (a level, or a combination of levels, whose rows are all 0: its "
+                "coefficient diverges): raise alpha or merge that level with another"
+            )
+    if not advice:
+        return (
+            "No badly scaled column, unidentified direction or vanishing mean "
+            f"was found: raise alpha (now {alpha:g}), or drop features that "
+            "nearly separate the outcome or nearly repeat other features."
+        )
+    return "Causes in this design, with their remedies: " + "; ".join(advice) + "."

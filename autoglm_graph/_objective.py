@@ -199,7 +199,7 @@ class TrialObjective:
         family = self.reference_family
         model = _deviance(family, est.predict(rows.X, offset=rows.offset), rows)
         design = est.preprocessor_.transform(rows.X)
-        eta = est._global_eta(design, rows.offset)[:, 0]
+        eta = est.predictor().global_eta(design, rows.offset)[:, 0]
         glm_mu = est.family_.inverse_link(torch.as_tensor(eta)).numpy()
         return model, _deviance(family, glm_mu, rows)
 

@@ -25,6 +25,7 @@ import ast
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -158,7 +159,15 @@ def _split_columns(data: pd.DataFrame, args: argparse.Namespace):
         for option, name in roles.items()
         if name is not None
     }
-    X = data.drop(columns=used)
+    for name in [*args.drop, *args.categorical]:
+        option = "--drop" if name in args.drop else "--categorical"
+        _column(data, name, option, args.data)
+        if name in used:
+            raise ValueError(f"{option} column {name!r} has another role: {roles}.")
+    X = data.drop(columns=[*used, *args.drop])
+    for name in args.categorical:
+        if name in X.columns:
+            X[name] = _as_labels(X[name])
     if X.shape[1] == 0:
         raise ValueError(f"{args.data} has no feature columns besides {used}.")
     fit_kwargs = {}
@@ -169,6 +178,19 @@ def _split_columns(data: pd.DataFrame, args: argparse.Namespace):
     if "--groups" in columns:
         fit_kwargs["groups"] = np.array(columns["--groups"])
     return X, columns["--target"], fit_kwargs
+
+
+def _as_labels(column: pd.Series) -> pd.Series:
+    """The values of ``column`` as text levels (object dtype, NaN kept):
+    ``1`` and ``1.0`` both become ``"1"``, so that integer codes read from a
+    file are levels, not a slope."""
+    import pandas as pd
+
+    values = column
+    if pd.api.types.is_float_dtype(values) and (values.dropna() % 1 == 0).all():
+        values = values.astype("Int64")
+    labels = values.astype(object).map(str)
+    return labels.where(column.notna(), other=float("nan")).astype(object)
 
 
 def _numeric(column: pd.Series, option: str) -> np.ndarray:
@@ -253,7 +275,14 @@ def _target(y: pd.Series, family: str) -> np.ndarray:
     return _numeric(y, "--target")
 
 
+def _status(text: str) -> None:
+    """One line on stderr before a step that takes seconds (the output stays
+    clean for pipes)."""
+    print(f"{PROG}: {text}", file=sys.stderr, flush=True)
+
+
 def _load_fit_data(args: argparse.Namespace):
+    _status(f"reading {args.data} ...")
     data = read_table(args.data)
     X, y, fit_kwargs = _split_columns(data, args)
     estimator = _make_estimator(args, y)
@@ -322,11 +351,14 @@ def _check_writable(path: Path, option: str) -> None:
 
 
 def _cmd_fit(args: argparse.Namespace) -> int:
+    _status("importing torch and scikit-learn (a few seconds) ...")
     _check_model_out(args.out)  # fail before the work
     X, y, fit_kwargs, estimator = _load_fit_data(args)
+    _status(f"fitting on {X.shape[0]} rows, {X.shape[1]} columns ...")
     start = time.perf_counter()
     model = estimator.fit(X, y, **fit_kwargs)
     seconds = time.perf_counter() - start
+    _status(f"saving to {args.out} ...")
     model.save(args.out)
     print(_summary(model, X, seconds))
     print(f"saved to {args.out}")
@@ -345,35 +377,70 @@ def _feature_frame(model, data: pd.DataFrame, path: str) -> pd.DataFrame:
     missing = [name for name in names if name not in data.columns]
     if missing:
         raise ValueError(f"{path} lacks the model's feature columns {missing}.")
-    return data[list(names)]
+    frame = data[list(names)]
+    # Integer codes that fit read as levels (--categorical) are levels again.
+    categorical = getattr(model.preprocessor_, "categorical_features_", [])
+    for name in categorical:
+        if name in frame.columns and _is_number_column(frame[name]):
+            frame = frame.assign(**{name: _as_labels(frame[name])})
+    return frame
+
+
+def _is_number_column(column: pd.Series) -> bool:
+    import pandas as pd
+
+    kind = column.dtype
+    return pd.api.types.is_numeric_dtype(kind) and not pd.api.types.is_bool_dtype(kind)
 
 
 def _cmd_predict(args: argparse.Namespace) -> int:
-    import pandas as pd
-
-    from . import load
-
     _format(Path(args.out))  # fail before the work on a bad output name
     _check_writable(Path(args.out), "--out")
+    _status(f"loading {args.model} (importing torch takes a few seconds) ...")
+    import pandas as pd
+
+    from . import load  # imports torch and scikit-learn
+
     model = load(args.model)
     data = read_table(args.data)
     offset = None
     if args.offset is not None:
         offset = _numeric(_column(data, args.offset, "--offset", args.data), "--offset")
+    elif getattr(model, "offset_used_", False):
+        _status(
+            "warning: the model was fitted with an offset and no --offset column "
+            "was given: the predictions are for offset 0 (e.g. a rate per unit "
+            "of exposure). Pass --offset COLUMN to predict with exposure."
+        )
     X = _feature_frame(model, data, args.data)
-    output = pd.DataFrame({"prediction": model.predict(X, offset=offset)})
-    if hasattr(model, "predict_proba"):
-        proba = model.predict_proba(X, offset=offset)
-        for k, label in enumerate(model.classes_):
-            output[f"proba_{label}"] = proba[:, k]
+    _status(f"predicting {X.shape[0]} rows ...")
+    with warnings.catch_warnings():
+        # Said above in the command line's words.
+        warnings.filterwarnings("ignore", message=r".*fitted with an offset")
+        output = pd.DataFrame({"prediction": model.predict(X, offset=offset)})
+        if hasattr(model, "predict_proba"):
+            proba = model.predict_proba(X, offset=offset)
+            for k, label in enumerate(model.classes_):
+                output[f"proba_{label}"] = proba[:, k]
+    if args.local_coef:
+        output = pd.concat([output, _local_coef_columns(model, X)], axis=1)
     write_table(output, args.out)
     print(f"wrote {len(output)} predictions to {args.out}")
     return 0
 
 
+def _local_coef_columns(model, X: pd.DataFrame) -> pd.DataFrame:
+    """Per-row coefficients as ``coef_<term>`` (``coef_<class>_<term>``) columns."""
+    coef = model.local_coef(X).reset_index(drop=True)
+    if coef.columns.nlevels > 1:
+        coef.columns = ["_".join(map(str, c)) for c in coef.columns]
+    return coef.add_prefix("coef_")
+
+
 def _cmd_search(args: argparse.Namespace) -> int:
     from .search import GraphGLMSearchCV
 
+    _status("importing torch, scikit-learn and optuna (a few seconds) ...")
     _check_model_out(args.out)
     X, y, fit_kwargs, estimator = _load_fit_data(args)
     estimator.set_params(verbose=0)  # the search's own bar is over trials
@@ -418,6 +485,23 @@ def _add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--weight", help="column of sample weights")
     parser.add_argument(
         "--groups", help="column of unit ids (kept on one side of validation)"
+    )
+    parser.add_argument(
+        "--drop",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="COL",
+        help="columns that are not features (identifiers, other targets)",
+    )
+    parser.add_argument(
+        "--categorical",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="COL",
+        help="numeric columns read as levels, e.g. an integer code such as a "
+        "district 1-4 (otherwise a slope)",
     )
     parser.add_argument("--max-epochs", type=int, help="upper bound on epochs")
     parser.add_argument("--random-state", type=int, default=0, help="seed (0)")
@@ -467,6 +551,11 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument(
         "--offset", help="offset column (needed if the model was fit with one)"
     )
+    predict.add_argument(
+        "--local-coef",
+        action="store_true",
+        help="also write each row's coefficients (columns coef_<term>)",
+    )
     predict.set_defaults(run=_cmd_predict)
 
     search = commands.add_parser(
@@ -494,6 +583,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    print(f"{PROG}: warning: {message}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status.
 
@@ -510,7 +603,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = build_parser().parse_args(argv)
     try:
-        return args.run(args)
+        with warnings.catch_warnings():
+            if not args.debug:  # one line each, without a Python source line
+                warnings.showwarning = _show_warning
+            return args.run(args)
     except Exception as error:
         if args.debug:
             raise

@@ -11,6 +11,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array
 
 from ._base import _BaseGraphGLM
+from ._saving import register_estimator
 from ._validation import check_option
 from .families import Family, NegativeBinomialFamily, get_family
 from .policy import FitPolicy
@@ -463,7 +464,16 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
         """D^2, the fraction of deviance explained (1 is perfect).
 
         As scikit-learn's GLMs: ``1 - D(y, predict(X)) / D(y, weighted mean y)``.
+
+        Raises
+        ------
+        ValueError
+            When the model was fitted with an ``offset`` and gets none here: a
+            score for offset=0 would be wrong, not merely approximate (this is
+            what ``cross_val_score`` does without metadata routing).
         """
+        if offset is None and getattr(self, "offset_used_", False):
+            raise ValueError(_SCORE_WITHOUT_OFFSET.format(type(self).__name__))
         # Copies: torch warns on read-only arrays (a pandas Series' values).
         y = np.array(y, dtype=np.float64)
         eta = torch.as_tensor(self._linear_predictor(X, offset)[:, 0])
@@ -478,6 +488,19 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
         deviance = self.family_.deviance(yt, eta, w)
         null = self.family_.deviance(yt, null_eta, w)
         return float(1.0 - deviance / null)
+
+
+#: score() without the offset of fit: how to route it through scikit-learn.
+_SCORE_WITHOUT_OFFSET = (
+    "This {0} was fitted with an offset, and score got none: the deviance of "
+    "predictions for offset=0 is not a score of the model. Pass offset= to score. "
+    "In a Pipeline, cross_val_score or GridSearchCV, route the offset to both fit "
+    "and score with metadata routing: sklearn.set_config("
+    "enable_metadata_routing=True), then "
+    "{0}(...).set_fit_request(offset=True).set_score_request(offset=True) and "
+    "params={{'offset': offset}} (without routing, params={{'model__offset': "
+    "offset}} reaches fit only)."
+)
 
 
 class GraphGLMClassifier(ClassifierMixin, _BaseGraphGLM):
@@ -607,3 +630,7 @@ class GraphGLMClassifier(ClassifierMixin, _BaseGraphGLM):
         (shape (n_samples, n_classes)) for more.
         """
         return self.decision_function(X, offset)
+
+
+register_estimator(GraphGLMRegressor)
+register_estimator(GraphGLMClassifier)

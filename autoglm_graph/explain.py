@@ -29,7 +29,6 @@ __all__ = ["coef_table", "local_coef_summary"]
 
 COV_TYPES = ("fisher", "sandwich")
 WEIGHT_TYPES = ("variance", "frequency")
-QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 
 
 def coef_table(
@@ -120,7 +119,7 @@ def coef_table(
             f"got weights={weights!r}."
         )
     check_is_fitted(estimator, "global_glm_")
-    design = estimator._design(X)  # float64
+    design = estimator.predictor().design(X)  # float64
     n = design.shape[0]
     y_model = _encode_target(estimator, y)
     check_consistent_length(design, y_model)
@@ -283,7 +282,13 @@ def _table(estimator, coef, cov, alpha, dispersion, cov_type) -> pd.DataFrame:
     return table
 
 
-def local_coef_summary(estimator, X, offset=None) -> pd.DataFrame:
+def local_coef_summary(
+    estimator,
+    X,
+    offset=None,
+    *,
+    quantiles: tuple[float, ...] = (0.05, 0.25, 0.5, 0.75, 0.95),
+) -> pd.DataFrame:
     """How much the per-row coefficients vary over the rows of ``X``, per term.
 
     Parameters
@@ -293,6 +298,9 @@ def local_coef_summary(estimator, X, offset=None) -> pd.DataFrame:
     X : array-like or DataFrame of shape (n_samples, n_features)
     offset : array-like of shape (n_samples,), default=None
         Passed to ``local_coef`` (it does not change coefficients).
+    quantiles : tuple of float, default=(0.05, 0.25, 0.5, 0.75, 0.95)
+        The quantiles reported, as columns ``q05``, ``q25``, ... (the
+        percentage, two digits).
 
     Returns
     -------
@@ -316,7 +324,7 @@ def local_coef_summary(estimator, X, offset=None) -> pd.DataFrame:
     """
     local = estimator.local_coef(X, offset)
     values = local.to_numpy(dtype=np.float64)
-    global_coef = estimator._global_theta_user().ravel()
+    global_coef = estimator.predictor().global_theta_user().ravel()
     sd = values.std(axis=0, ddof=1) if len(values) > 1 else np.zeros(values.shape[1])
     sd[np.ptp(values, axis=0) == 0] = 0.0  # exactly 0, not rounding noise
     summary = {
@@ -324,8 +332,9 @@ def local_coef_summary(estimator, X, offset=None) -> pd.DataFrame:
         "mean": values.mean(axis=0),
         "sd": sd,
     }
-    quantiles = np.quantile(values, QUANTILES, axis=0)
-    for q, row in zip(QUANTILES, quantiles, strict=True):
+    levels = quantiles
+    quantiles = np.quantile(values, levels, axis=0)
+    for q, row in zip(levels, quantiles, strict=True):
         summary[f"q{round(q * 100):02d}"] = row
     summary["opposite_sign_share"] = np.mean(values * global_coef < 0, axis=0)
     index = local.columns.copy()

@@ -127,6 +127,33 @@ class Family:
         if not np.all(self.in_y_range(y)):
             raise self._range_error(y)
 
+    def check_offset(self, offset: np.ndarray | None, max_log_range: float = 30.0):
+        """Raise a ``ValueError`` for an offset that is an exposure, not its log.
+
+        Under the log link an offset is ``log(exposure)``; one that spans more
+        than ``max_log_range`` (exposures differing by a factor ``exp(30)``,
+        about 1e13) is an exposure on its own scale, whose starting means
+        overflow (the fit would fail inside the solver).
+
+        Parameters
+        ----------
+        offset : ndarray of shape (n_samples,) or None
+        max_log_range : float, default=30.0
+            Largest ``max(offset) - min(offset)`` taken as a log-exposure.
+        """
+        if offset is None or self.link_name != "log" or len(offset) == 0:
+            return
+        spread = float(np.max(offset) - np.min(offset))
+        if spread > max_log_range:
+            raise ValueError(
+                f"offset spans {spread:.6g} (min {float(np.min(offset)):.6g}, max "
+                f"{float(np.max(offset)):.6g}): under the log link of the "
+                f"{self.name} family the offset is log(exposure), and this one "
+                "looks "
+                "like an exposure itself. Pass log(exposure) as offset, e.g. "
+                "offset=np.log(exposure)."
+            )
+
     def _range_error(self, y: np.ndarray) -> ValueError:
         """The error for y out of range, quoting min(y) and/or max(y) as bounded."""
         got = []

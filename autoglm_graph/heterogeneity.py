@@ -61,6 +61,8 @@ effect of ``x_j`` is a varying local slope too, and is flagged.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import torch
@@ -73,11 +75,6 @@ from .explain import _encode_target
 
 __all__ = ["heterogeneity_test"]
 
-#: The centre of a row: the mean of its nearest rows in coefficient space,
-#: this share of the rows (at least MIN_CENTRE).
-CENTRE_SHARE = 0.05
-MIN_CENTRE = 20
-
 
 def heterogeneity_test(
     estimator,
@@ -87,6 +84,8 @@ def heterogeneity_test(
     offset=None,
     *,
     alpha: float = 0.05,
+    centre_share: float = 0.05,
+    min_centre: int = 20,
 ) -> pd.DataFrame:
     """Per-term evidence that a coefficient varies across rows.
 
@@ -108,6 +107,12 @@ def heterogeneity_test(
         Level: ``varies`` is ``p_value < alpha``, and the interval has level
         ``1 - alpha`` (two-sided). No correction for the number of terms is
         made; multiply the p-values by the number of terms for Bonferroni.
+    centre_share : float, default=0.05
+        A row's centre (in the level's part of the gain of the intercept) is
+        the mean design row of this share of the rows, its nearest in
+        coefficient space ...
+    min_centre : int, default=20
+        ... and of at least this many rows.
 
     Returns
     -------
@@ -136,7 +141,8 @@ def heterogeneity_test(
     if not 0 < alpha < 1:
         raise ValueError(f"The 'alpha' parameter must be in (0, 1); got {alpha!r}.")
     check_is_fitted(estimator, "global_glm_")
-    design = estimator._design(X)
+    predictor = estimator.predictor()
+    design = predictor.design(X)
     n = design.shape[0]
     y_model = _encode_target(estimator, y)
     check_consistent_length(design, y_model)
@@ -145,13 +151,15 @@ def heterogeneity_test(
     if not w.sum() > 0:
         raise ValueError("sample_weight must have a positive sum.")
     offset = check_offset(offset, n)
-    eta, theta = estimator._coefficients(design, offset)  # [n, K], [n, K, p+1]
+    eta, theta = predictor.coefficients(design, offset)  # [n, K], [n, K, p+1]
     family = estimator.family_
     deviance = _unit_deviance(family, y_model, eta)
     terms = ["intercept", *estimator.feature_names_out_]
     gains = np.zeros((len(terms), n))
     if not estimator.is_global_only_:  # else one slope per column: no variation
-        level = _level_part(estimator, design, theta, w)
+        level = _level_part(
+            estimator, design, theta, w, max(min_centre, int(centre_share * n))
+        )
         gains[0] = _unit_deviance(family, y_model, eta - level) - deviance
         block_of = {
             j: block
@@ -164,8 +172,8 @@ def heterogeneity_test(
             )
             if eta_null is not None:  # None: no row to move, gain 0
                 gains[j + 1] = _unit_deviance(family, y_model, eta_null) - deviance
-    local = estimator._to_user_units(theta)[:, 0, :]
-    global_user = estimator._global_theta_user()[0]
+    local = predictor.to_user_units(theta)[:, 0, :]
+    global_user = predictor.global_theta_user()[0]
     table = _summarise(gains, w, alpha)
     table.insert(0, "global", global_user)
     table.insert(1, "local_sd", local.std(axis=0) if n > 1 else 0.0)
@@ -173,7 +181,21 @@ def heterogeneity_test(
         3, "relative_gain", table["deviance_gain"] / np.average(deviance, weights=w)
     )
     table.index = pd.Index(terms, name="term")
+    if estimator.is_global_only_:
+        _say_no_network(estimator, table)
     return table
+
+
+def _say_no_network(estimator, table: pd.DataFrame) -> None:
+    """A global-only model has nothing to test: z is undefined, not -inf."""
+    table[["std_err", "z"]] = np.nan
+    warnings.warn(
+        "There is no network to test: the fitted model is its global GLM "
+        f"({estimator.global_only_reason_}), so every coefficient is global "
+        "(gains 0, p-values 1, z undefined).",
+        UserWarning,
+        stacklevel=3,
+    )
 
 
 def _made_global(
@@ -209,7 +231,7 @@ def _made_global(
         step = at_level.astype(np.float64)
         coef = estimator.global_glm_.coef
         start = coef[:, j] - coef[:, reference]
-    eta_moved, _ = estimator._coefficients(moved, offset)
+    eta_moved, _ = estimator.predictor().coefficients(moved, offset)
     return _with_fitted_slope(estimator.family_, eta_moved, step, start, y, weight)
 
 
@@ -241,7 +263,7 @@ def _with_fitted_slope(family, eta_moved, step, start, y, weight) -> np.ndarray:
     return (base + step * slope.detach()).numpy()
 
 
-def _level_part(estimator, design, theta, weight) -> np.ndarray:
+def _level_part(estimator, design, theta, weight, n_centre: int) -> np.ndarray:
     """The network's level deviation of each row, ``[n, K]``, centred.
 
     ``delta_i0 + sum_j (delta_ij - mean_j) * m_ij``, minus its weighted mean:
@@ -263,7 +285,7 @@ def _level_part(estimator, design, theta, weight) -> np.ndarray:
     if not np.any(spread > 0):
         return np.zeros(delta.shape[:2])
     flat = flat[:, spread > 0] / spread[spread > 0]
-    k = min(n, max(MIN_CENTRE, int(CENTRE_SHARE * n)))
+    k = min(n, n_centre)
     neighbours = NearestNeighbors(n_neighbors=k).fit(flat).kneighbors(flat)[1]
     centre = design[neighbours].mean(axis=1)  # [n, p]
     share = (weight / weight.sum())[:, None, None]

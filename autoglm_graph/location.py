@@ -34,7 +34,8 @@ distinct locations (589 municipality centres for 163k Belgian policies: the
 whole effect takes under a second), each weighted by its row count, with
 scikit-learn's ``NearestNeighbors``. With continuous coordinates every row is
 its own place and the search is of ``n x K`` neighbours: 50k distinct places
-took 8 s (one thread, K = 1,000 chosen on a sample, :data:`SELECTION_ROWS`).
+took 8 s (one thread, K = 1,000 chosen on a sample: ``selection_rows`` of
+:func:`fit_location_effect`).
 """
 
 from __future__ import annotations
@@ -49,18 +50,7 @@ from sklearn.neighbors import NearestNeighbors
 from .families import Family
 from .stopping import paired_gain
 
-__all__ = ["AUTO_NEIGHBORS", "LocationEffect", "fit_location_effect", "row_terms"]
-
-#: Neighbourhood sizes (rows) tried by ``location_neighbors="auto"``; those
-#: above a fifth of the training rows are skipped.
-AUTO_NEIGHBORS = (50, 100, 200, 500, 1000, 2000, 3000)
-#: Query locations per nearest-neighbour call (bounds memory: chunk x K indices).
-_CHUNK = 2048
-#: With more distinct training locations than this, K and the coefficient are
-#: chosen on this many training rows (seeded), and only the chosen K is
-#: searched for all: a search of every row's 3,001 nearest places took 29 s
-#: at 50k distinct places (one thread), 3 s this way.
-SELECTION_ROWS = 5000
+__all__ = ["LocationEffect", "fit_location_effect", "row_terms"]
 
 
 def row_terms(
@@ -130,14 +120,19 @@ def _distinct(locations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def neighbourhood_sums(
-    effect: LocationEffect, locations: np.ndarray, sizes: list[int]
+    effect: LocationEffect,
+    locations: np.ndarray,
+    sizes: list[int],
+    *,
+    chunk_rows: int = 2048,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Sums of score and information over each location's neighbourhood.
 
     A neighbourhood of size ``K`` is the nearest training locations, in order
     of distance, up to the first at which ``K`` rows are reached (all of a
     location's rows count: rows at one place are never split). Returns two
-    ``[n, len(sizes)]`` arrays.
+    ``[n, len(sizes)]`` arrays; ``chunk_rows`` query locations per search
+    (bounds memory: ``chunk_rows x K`` indices; results do not depend on it).
     """
     queries, inverse = _distinct(np.asarray(locations, dtype=np.float64))
     n_points = effect.points.shape[0]
@@ -145,8 +140,8 @@ def neighbourhood_sums(
     search = NearestNeighbors(n_neighbors=reach).fit(effect.points)
     score = np.empty((queries.shape[0], len(sizes)))
     info = np.empty_like(score)
-    for start in range(0, queries.shape[0], _CHUNK):
-        chunk = slice(start, start + _CHUNK)
+    for start in range(0, queries.shape[0], chunk_rows):
+        chunk = slice(start, start + chunk_rows)
         _, index = search.kneighbors(queries[chunk])
         rows = np.cumsum(effect.counts[index], axis=1)
         cum_score = np.cumsum(effect.score[index], axis=1)
@@ -188,6 +183,9 @@ def fit_location_effect(
     train: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     val: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None,
     n_neighbors: int | str,
+    *,
+    auto_neighbors: tuple[int, ...] = (50, 100, 200, 500, 1000, 2000, 3000),
+    selection_rows: int = 5000,
 ) -> tuple[LocationEffect | None, np.ndarray, dict]:
     """Fit the location effect, or find it not worth keeping.
 
@@ -202,8 +200,15 @@ def fit_location_effect(
         units, targets, the global GLM's linear predictor (offset included)
         and row weights. ``val`` may be None (no early-stopping split).
     n_neighbors : int or "auto"
-        Rows per neighbourhood, or the best of :data:`AUTO_NEIGHBORS` on the
+        Rows per neighbourhood, or the best of ``auto_neighbors`` on the
         training rows' leave-one-out deviance.
+    auto_neighbors : tuple of int, default=(50, 100, 200, 500, 1000, 2000, 3000)
+        Neighbourhood sizes tried by ``n_neighbors="auto"``; those above a
+        fifth of the training rows are skipped.
+    selection_rows : int, default=5000
+        With more distinct training locations than this, K and the
+        coefficient are chosen on this many training rows (seeded), and only
+        the chosen K is searched for all (ten times faster at 50k places).
 
     Returns
     -------
@@ -220,7 +225,7 @@ def fit_location_effect(
     locations, y, eta, weight = train
     n_train = locations.shape[0]
     if n_neighbors == "auto":
-        sizes = [k for k in AUTO_NEIGHBORS if k <= n_train // 5] or [
+        sizes = [k for k in auto_neighbors if k <= n_train // 5] or [
             max(1, n_train // 5)
         ]
     else:
@@ -248,8 +253,8 @@ def fit_location_effect(
         ]
 
     rows = np.arange(n_train)
-    if len(points) > SELECTION_ROWS and len(sizes) > 1:
-        chosen = np.random.default_rng(0).choice(n_train, SELECTION_ROWS, False)
+    if len(points) > selection_rows and len(sizes) > 1:
+        chosen = np.random.default_rng(0).choice(n_train, selection_rows, False)
         rows = np.sort(chosen)
     best = None
     for size, b in zip(sizes, leave_one_out(rows, sizes), strict=True):

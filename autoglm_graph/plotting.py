@@ -40,9 +40,6 @@ __all__ = [
     "plot_search_history",
 ]
 
-# Default number of features shown by plot_local_coef (largest spread first).
-MAX_DEFAULT_FEATURES = 15
-
 
 def _pyplot():
     """Import matplotlib.pyplot, or say how to install it."""
@@ -93,11 +90,11 @@ def _select_class(model, local: pd.DataFrame, class_label):
     return local[class_label], class_label
 
 
-def _choose_features(local: pd.DataFrame, features) -> list[str]:
+def _choose_features(local: pd.DataFrame, features, max_features: int) -> list[str]:
     if features is None:
         spread = local.drop(columns="intercept").std(axis=0)
         order = spread.sort_values(ascending=False, kind="stable").index
-        return list(order[:MAX_DEFAULT_FEATURES])
+        return list(order[:max_features])
     features = [features] if isinstance(features, str) else list(features)
     unknown = [f for f in features if f not in local.columns]
     if unknown:
@@ -125,6 +122,8 @@ def plot_local_coef(
     ax: Axes | None = None,
     *,
     class_label=None,
+    max_features: int = 15,
+    standardize: bool = True,
 ) -> Axes:
     """Distribution of the per-row coefficients of each feature (box plots).
 
@@ -141,12 +140,19 @@ def plot_local_coef(
     features : str, list of str or None, default=None
         Terms to show (names from ``"intercept"`` and
         ``model.feature_names_out_``). None shows the slopes with the largest
-        spread across rows, at most 15.
+        spread across rows, at most ``max_features``.
     ax : matplotlib Axes or None, default=None
         Where to draw; a new figure when None.
     class_label : label or None, default=None
         For a multinomial model, the class whose coefficients are shown (the
         first class when None).
+    max_features : int, default=15
+        How many slopes ``features=None`` shows (largest spread first).
+    standardize : bool, default=True
+        Show the slopes of numeric columns per standard deviation of the
+        column (of fit), so that columns on different scales share the axis;
+        False shows them per unit. Levels of categorical columns are per level
+        either way.
 
     Returns
     -------
@@ -155,7 +161,11 @@ def plot_local_coef(
     local = model.local_coef(X)
     local, class_label = _select_class(model, local, class_label)
     global_terms = _global_terms(model, local.columns, class_label)
-    features = _choose_features(local, features)
+    if standardize:
+        _, scale = model.preprocessor_.design_scaling()
+        factor = pd.Series(np.r_[1.0, scale], index=local.columns)
+        local, global_terms = local * factor, global_terms * factor
+    features = _choose_features(local, features, max_features)
     ax = _axes(ax, (7.0, 1.0 + 0.45 * len(features)))
     positions = np.arange(1, len(features) + 1)
     _horizontal_boxplot(ax, [local[f].to_numpy() for f in features])
@@ -171,10 +181,16 @@ def plot_local_coef(
     ax.set_yticklabels(features)
     ax.invert_yaxis()  # the first feature on top
     ax.axvline(0.0, color="0.7", linewidth=0.8, zorder=0)
-    ax.set_xlabel("coefficient (per unit of the column)")
+    unit = "standard deviation" if standardize else "unit"
+    ax.set_xlabel(f"coefficient (per {unit} of the column; per level)")
     title = f"per-row coefficients of {len(local)} rows"
     if class_label is not None:
         title += f", class {_plain(class_label)!r}"
+    if getattr(model, "is_global_only_", False):
+        title += (
+            "\nno network: the model is its global GLM "
+            f"({model.global_only_reason_}), one coefficient per term"
+        )
     ax.set_title(title)
     ax.legend(loc="best")
     return ax
@@ -188,9 +204,10 @@ LINEAR_PREDICTOR = "linear_predictor"
 def _map_values(model, X, term: str, class_label) -> np.ndarray:
     """Per row: the local coefficient of ``term`` less the global one."""
     if term == LINEAR_PREDICTOR:
-        design = model._design(X)
-        eta, _ = model._coefficients(design)
-        return (eta - model._global_eta(design, None))[:, 0]
+        predictor = model.predictor()
+        design = predictor.design(X)
+        eta, _ = predictor.coefficients(design)
+        return (eta - predictor.global_eta(design, None))[:, 0]
     local = model.local_coef(X)
     local, class_label = _select_class(model, local, class_label)
     if term not in local.columns:
@@ -308,16 +325,10 @@ def plot_neighborhood(model, X_row, ax: Axes | None = None) -> Axes:
     Raises
     ------
     ValueError
-        If ``X_row`` has more than one row, or the fitted model is its global
-        GLM (no network, so no neighbourhood).
+        If ``X_row`` has more than one row. A model that is its global GLM
+        (``explain`` is empty) gets an empty plot that says so.
     """
     check_is_fitted(model, "global_glm_")
-    if getattr(model, "network_", None) is None:
-        reason = getattr(model, "global_only_reason_", None)
-        raise ValueError(
-            "plot_neighborhood needs a model with a network; the fitted model is "
-            f"its global GLM ({reason}), which uses no neighbours."
-        )
     n_rows = X_row.shape[0] if hasattr(X_row, "shape") and np.ndim(X_row) == 2 else 1
     if n_rows != 1:
         raise ValueError(
@@ -328,6 +339,8 @@ def plot_neighborhood(model, X_row, ax: Axes | None = None) -> Axes:
     elif not hasattr(X_row, "iloc") and np.ndim(X_row) == 1:
         X_row = np.asarray(X_row)[None, :]
     table = model.explain(X_row).sort_values("rank")
+    if table.empty:  # as explain: the global GLM attends to no row
+        return _empty_neighborhood(model, ax)
     plt = _pyplot()
     ax = _axes(ax, (max(5.0, 0.35 * len(table) + 2.0), 4.0))
     cmap = plt.get_cmap("viridis")
@@ -514,4 +527,23 @@ def plot_param_importances(search_or_study: Any, ax: Axes | None = None) -> Axes
     ax.barh(names, [importances[n] for n in names], color="tab:blue")
     ax.set_xlabel("importance")
     ax.set_title(f"hyperparameter importances of {study.study_name!r}")
+    return ax
+
+
+def _empty_neighborhood(model, ax: Axes | None) -> Axes:
+    """plot_neighborhood's axes for a model without a network, with a note."""
+    ax = _axes(ax, (5.0, 4.0))
+    reason = getattr(model, "global_only_reason_", None) or "no network"
+    ax.text(
+        0.5,
+        0.5,
+        f"no neighbours: the model is its global GLM\n({reason})",
+        ha="center",
+        va="center",
+        wrap=True,
+        transform=ax.transAxes,
+    )
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.set_title("neighbourhood of one row")
     return ax

@@ -9,7 +9,6 @@ one-hot encoding (with rare levels grouped) for categorical columns, and a final
 
 from __future__ import annotations
 
-import sys
 import warnings
 from numbers import Integral
 from typing import Any, ClassVar
@@ -27,7 +26,19 @@ from sklearn.preprocessing import FunctionTransformer, OneHotEncoder, StandardSc
 from sklearn.utils._param_validation import Interval, RealNotInt
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-__all__ = ["DroppedColumnsWarning", "TabularPreprocessor"]
+from ._preprocessing_checks import (
+    _caller_stacklevel,
+    _check_no_infinity,
+    _check_variance_is_finite,
+    _dense_scalar_columns,
+    _drop_reason,
+    _not_numeric_error,
+    _onehot_widths,
+    _plain,
+    _to_fitted_levels,
+)
+
+__all__ = ["DroppedColumnsWarning", "TabularPreprocessor", "UnseenCategoryWarning"]
 
 MISSING_LEVEL = "missing"
 """Level given to missing values of categorical columns before one-hot encoding."""
@@ -37,6 +48,10 @@ _ONE_TO_ONE: dict[str, Any] = {"feature_names_out": "one-to-one"}
 
 class DroppedColumnsWarning(UserWarning):
     """A column that varied in ``fit`` produced no feature (e.g. an identifier)."""
+
+
+class UnseenCategoryWarning(UserWarning):
+    """A categorical column holds a level at ``transform`` that ``fit`` never saw."""
 
 
 def _as_object_with_nan(X: Any) -> np.ndarray:
@@ -500,8 +515,47 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
             if reset and self.scale_numeric:
                 _check_variance_is_finite(values, labels)
         if not reset:
+            self._warn_unseen_levels(X)
             X = self._match_fitted_levels(X)
         return X
+
+    def _warn_unseen_levels(self, X: pd.DataFrame) -> None:
+        """Warn once about values of categorical columns that ``fit`` never saw.
+
+        As ``OneHotEncoder(handle_unknown="warn")``: an unseen level is encoded
+        as the column's infrequent level, or as no level at all, which moves a
+        prediction. Columns whose dtype changed since ``fit`` are left to
+        :meth:`_match_fitted_levels`, which says more about them.
+        """
+        fitted = getattr(self, "_dtypes", None)  # absent in older model files
+        if fitted is None or not self._categorical_idx:
+            return
+        columns = self.column_transformer_.named_steps["columns"]
+        encoder = columns.named_transformers_["categorical"][-1]
+        # infrequent_categories_ exists only where levels can be grouped.
+        grouping = self.min_frequency is not None or self.max_categories is not None
+        found = []
+        for i, col in enumerate(self._categorical_idx):
+            values = X.iloc[:, col]
+            if str(values.dtype) != fitted[col]:
+                continue
+            levels = set(encoder.categories_[i].tolist())
+            present = pd.unique(values[values.notna()].astype(object))
+            unseen = [_plain(v) for v in present if str(v) not in levels]
+            if not unseen:
+                continue
+            shown = ", ".join(repr(v) for v in unseen[:5])
+            shown += f", ... ({len(unseen)} in all)" if len(unseen) > 5 else ""
+            infrequent = grouping and encoder.infrequent_categories_[i] is not None
+            coded = "its infrequent level" if infrequent else "no level (all zeros)"
+            found.append(f"{self._columns[col]!r}: {shown} (encoded as {coded})")
+        if found:
+            warnings.warn(
+                "Found unknown categories in column(s) during transform, levels "
+                f"that fit did not see: {'; '.join(found)}.",
+                UnseenCategoryWarning,
+                stacklevel=_caller_stacklevel(),
+            )
 
     def _check_column_labels(self, X: pd.DataFrame) -> None:
         """The columns of ``X`` are those of ``fit``, in the same order.
@@ -656,186 +710,3 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
                 "rescale the numeric columns or set scale_numeric=True."
             )
         return X_out
-
-
-def _onehot_widths(encoder: OneHotEncoder) -> list[int]:
-    """Output columns per input column of a fitted encoder (no level dropped)."""
-    widths = []
-    for i, categories in enumerate(encoder.categories_):
-        infrequent = encoder.infrequent_categories_[i]
-        if infrequent is None:
-            widths.append(len(categories))
-        else:  # the rare levels share one "infrequent" column
-            widths.append(len(categories) - len(infrequent) + 1)
-    return widths
-
-
-def _caller_stacklevel() -> int:
-    """The stacklevel of the first frame outside this package and scikit-learn,
-    so that a warning points at the user's call, whatever wraps ``fit``."""
-    frame, level = sys._getframe(1), 1
-    while frame is not None and frame.f_globals.get("__name__", "").startswith(
-        ("autoglm_graph.", "sklearn.")
-    ):
-        frame, level = frame.f_back, level + 1
-    return level
-
-
-def _plain(value: Any) -> Any:
-    return value.item() if isinstance(value, np.generic) else value
-
-
-def _drop_reason(values: pd.Series, categorical: bool, min_frequency: Any) -> str:
-    """Why a column gave no feature; the wording the warning shows."""
-    present = values.dropna()
-    if present.empty:
-        return "all values missing"
-    distinct = present.astype(str).unique() if categorical else present.unique()
-    if len(distinct) == 1 and not values.isna().any():
-        return f"constant ({_plain(present.iloc[0])!r})"
-    if not categorical:  # numeric: constant apart from missing values
-        return f"constant ({_plain(present.iloc[0])!r}) where not missing"
-    why = (
-        f"each of its {len(distinct)} distinct values is rarer than "
-        f"min_frequency={min_frequency!r}, so all share one constant "
-        "'infrequent' feature"
-    )
-    numbers = pd.to_numeric(present.astype(str), errors="coerce")
-    if numbers.notna().all():
-        return (
-            f"numbers stored as text ({values.dtype}): {why}; convert it with "
-            "pandas.to_numeric to use it as a number"
-        )
-    return f"{why} (an identifier?)"
-
-
-def _readings(value: Any) -> list[str]:
-    """The level strings a number or bool could stand for: ``1.0`` is ``"1"``,
-    ``"1.0"`` or ``"True"``; ``0`` is ``"0"``, ``"0.0"`` or ``"False"``."""
-    if isinstance(value, bool | np.bool_):
-        return [str(bool(value)), str(int(value))]
-    if not isinstance(value, Integral | float | np.floating):
-        return []
-    number = float(value)
-    readings = [str(number)]
-    if number.is_integer():
-        readings.append(str(int(number)))
-    if number in (0.0, 1.0):
-        readings.append(str(bool(number)))
-    return readings
-
-
-def _to_fitted_levels(values: pd.Series, levels: set[str]) -> tuple[list, list, list]:
-    """``values`` with each value that is not a fitted level, but has exactly one
-    reading that is, replaced by that level; (value, level) examples; and the
-    values (first of each) that matched no level."""
-    out, examples, unmatched = values.astype(object).tolist(), [], []
-    seen: dict[Any, str | None] = {}
-    for i, value in enumerate(out):
-        if value is None or (isinstance(value, float) and np.isnan(value)):
-            continue
-        if str(value) in levels:
-            continue
-        if value not in seen:
-            matches = {r for r in _readings(value) if r in levels}
-            seen[value] = matches.pop() if len(matches) == 1 else None
-            if seen[value] is not None:
-                examples.append((_plain(value), seen[value]))
-            else:
-                unmatched.append(_plain(value))
-        if seen[value] is not None:
-            out[i] = seen[value]
-    return out, examples, unmatched
-
-
-def _not_numeric_error(frame: pd.DataFrame) -> ValueError:
-    """A ValueError naming the numeric columns of fit whose values are not numbers."""
-    bad = []
-    for label in frame.columns:
-        column = frame[label]
-        try:
-            column.to_numpy(dtype=np.float64, na_value=np.nan)
-            continue
-        except (TypeError, ValueError):
-            pass
-        present = column[column.notna()]
-        numbers = pd.to_numeric(present.astype(str), errors="coerce")
-        examples = present[numbers.isna()].drop_duplicates().head(3).tolist()
-        bad.append(
-            f"{label!r} ({column.dtype}, e.g. "
-            f"{', '.join(repr(_plain(v)) for v in examples) or 'non-numeric values'})"
-        )
-    return ValueError(
-        f"Column(s) {'; '.join(bad)} were numeric in fit and hold values that are "
-        "not numbers here; pass numbers (missing values may be NaN)."
-    )
-
-
-def _check_variance_is_finite(values: np.ndarray, labels: list) -> None:
-    """Raise a ValueError naming numeric columns too large to standardise.
-
-    Values around 1e200 overflow the variance in float64; the column then came
-    out constant and was dropped with nothing but numpy's overflow warnings.
-    """
-    if values.shape[1] == 0:
-        return
-    with np.errstate(over="ignore", invalid="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns
-        centred = values - np.nanmean(values, axis=0)
-        variance = np.nanmean(centred**2, axis=0)
-        present = ~np.isnan(values).all(axis=0)
-        bad = ~np.isfinite(variance) & present
-    if bad.any():
-        names = [
-            f"{label!r} (values up to {np.nanmax(np.abs(values[:, j])):.3g})"
-            for j, (label, b) in enumerate(zip(labels, bad, strict=True))
-            if b
-        ]
-        raise ValueError(
-            f"Numeric column(s) {', '.join(names)} are too large to standardise in "
-            "float64 (their variance overflows); rescale them (divide by a power "
-            "of ten, or take the log) before fitting."
-        )
-
-
-def _dense_scalar_columns(X: pd.DataFrame) -> pd.DataFrame:
-    """``X`` with pandas sparse columns made dense; refuse non-scalar values.
-
-    Sparse columns failed deep in scikit-learn ("fill value must be 0 when
-    converting to COO matrix") and tuples or lists in an object column with
-    "setting an array element with a sequence", naming no column.
-    """
-    sparse = [
-        i for i, dtype in enumerate(X.dtypes) if isinstance(dtype, pd.SparseDtype)
-    ]
-    if sparse:
-        X = X.copy()
-        for i in sparse:
-            X.isetitem(i, X.iloc[:, i].sparse.to_dense())
-    for i, dtype in enumerate(X.dtypes):
-        if not pd.api.types.is_object_dtype(dtype):
-            continue
-        column = X.iloc[:, i]
-        nested = column.map(
-            lambda v: isinstance(v, list | tuple | dict | set | np.ndarray)
-        )
-        if nested.any():
-            example = column[nested.to_numpy()].iloc[0]
-            raise ValueError(
-                f"Column {X.columns[i]!r} holds {type(example).__name__} values "
-                f"(e.g. {example!r}); each cell must be one number, string or "
-                "bool. Split such values into columns first."
-            )
-    return X
-
-
-def _check_no_infinity(values: np.ndarray, labels: list) -> None:
-    """Raise a ValueError naming the numeric columns (``values``, labelled by
-    ``labels``) that contain ±inf."""
-    bad = np.isinf(values).any(axis=0)
-    if bad.any():
-        names = [repr(label) for label, b in zip(labels, bad, strict=True) if b]
-        raise ValueError(
-            f"Input X contains infinity in numeric column(s) {', '.join(names)}; "
-            "replace infinite values with NaN (to be imputed) or finite numbers."
-        )

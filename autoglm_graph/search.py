@@ -60,11 +60,6 @@ __all__ = [
     "make_storage",
 ]
 
-#: ``cv="auto"`` cross-validates below this many rows (the estimator's 10 %
-#: validation split would hold under 500 rows) ...
-AUTO_CV_MAX_ROWS = 5000
-#: ... with this many folds.
-AUTO_CV_FOLDS = 5
 _FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 
 
@@ -94,7 +89,7 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
         the score is the negated validation deviance of the model the fit kept
         (the global GLM's when the network was not kept). Otherwise as
         ``sklearn.model_selection.check_cv``: the score is the mean over folds.
-        ``"auto"``: 5-fold cross-validation below ``AUTO_CV_MAX_ROWS`` (5,000)
+        ``"auto"``: 5-fold cross-validation below 5,000
         rows, where a validation split of 10 % would hold a few hundred rows
         or fewer and pick noise (on 455 rows of breast cancer, ~43 validation
         rows chose a model worse on test than the defaults), or when
@@ -448,13 +443,15 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
     def _n_finished(self) -> int:
         return len(self.study_.get_trials(deepcopy=False, states=_FINISHED))
 
-    def _resolve_cv(self, n_samples: int):
-        """``cv`` with ``"auto"`` decided for ``n_samples`` rows."""
+    def _resolve_cv(self, n_samples: int, *, max_rows: int = 5000, folds: int = 5):
+        """``cv`` with ``"auto"`` decided for ``n_samples`` rows: ``folds``-fold
+        cross-validation below ``max_rows`` rows (the estimator's 10 %
+        validation split would hold under 500 rows)."""
         if not (isinstance(self.cv, str) and self.cv == "auto"):
             return self.cv
-        small = n_samples < AUTO_CV_MAX_ROWS
+        small = n_samples < max_rows
         if small or self.scoring is not None or not self.estimator.early_stopping:
-            return AUTO_CV_FOLDS
+            return folds
         return None
 
     def _optimize(self, space, objective: TrialObjective) -> None:

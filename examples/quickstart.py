@@ -50,9 +50,10 @@ glm = make(local_penalty=np.inf).fit(data.X_train, data.y_train, **fit_kwargs)
 
 metric = "accuracy" if data.family in ("binomial", "multinomial") else "D^2"
 print(
-    f"test {metric}: graph GLM {model.score(data.X_test, data.y_test):.4f} "
+    f"test {metric}: graph GLM "
+    f"{model.score(data.X_test, data.y_test, **predict_kwargs):.4f} "
     f"(fit {seconds:.1f}s, best epoch {getattr(model, 'best_epoch_', '-')}) | "
-    f"global GLM {glm.score(data.X_test, data.y_test):.4f}"
+    f"global GLM {glm.score(data.X_test, data.y_test, **predict_kwargs):.4f}"
 )
 if model.is_global_only_:
     print(f"the fitted model is the global GLM: {model.global_only_reason_}")

@@ -38,9 +38,11 @@ def table() -> pd.DataFrame:
 def _error_line(capsys) -> str:
     err = capsys.readouterr().err
     assert "Traceback" not in err
-    lines = err.strip().splitlines()
+    # Status lines ("autoglm-graph: reading ...") may come first.
+    lines = [line for line in err.strip().splitlines() if " error: " in line]
     assert len(lines) == 1, err
     assert lines[0].startswith("autoglm-graph: error: ")
+    assert err.strip().splitlines()[-1] == lines[0], err
     return lines[0]
 
 

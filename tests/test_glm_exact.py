@@ -252,10 +252,8 @@ def test_multinomial_regressor_is_refused():
 
 
 def test_wide_design_uses_lbfgs_and_still_matches_sklearn():
-    from autoglm_graph._glm import NEWTON_MAX_PARAMS
-
     rng = np.random.default_rng(7)
-    n, p = 1500, NEWTON_MAX_PARAMS + 20
+    n, p = 1500, 400 + 20  # above fit_global_glm's newton_max_params
     X = rng.normal(size=(n, p)) * rng.uniform(0.5, 3.0, size=p)
     y = rng.poisson(np.exp(X[:, :5] @ [0.2, -0.1, 0.1, 0.05, -0.2])) * 1.0
     with warnings.catch_warnings():

@@ -8,6 +8,7 @@ import pytest
 from autoglm_graph import GraphGLMRegressor
 from autoglm_graph.datasets import make_varying_coefficients
 from autoglm_graph.heterogeneity import heterogeneity_test
+from autoglm_graph.predictor import Predictor
 
 COLUMNS = [
     "global",
@@ -120,15 +121,15 @@ def test_a_level_is_tested_on_rows_that_can_occur(monkeypatch):
         family="poisson", random_state=0, n_jobs=1, max_epochs=3, early_stopping=False
     ).fit(X, y)
     block = model.preprocessor_.categorical_blocks()[0]
-    design = model._design(X)
+    design = model.predictor().design(X)
     moved_designs = []
-    original = type(model)._coefficients
+    original = Predictor.coefficients
 
     def spy(self, d, offset=None):
         moved_designs.append(np.array(d))
         return original(self, d, offset)
 
-    monkeypatch.setattr(type(model), "_coefficients", spy)
+    monkeypatch.setattr(Predictor, "coefficients", spy)
     table = heterogeneity_test(model, X, y)
     assert list(table.index) == ["intercept", "x", "c_a", "c_b", "c_c"]
     levels = [d for d in moved_designs if not np.array_equal(d, design)][1:]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import pickle
@@ -792,3 +793,27 @@ def test_mutated_fields_load_correctly_or_raise_model_file_error(saved, poisson_
         outcomes["loaded"] += 1
     print(f"{len(leaves)} mutated fields: {outcomes}")
     assert outcomes["refused"] > outcomes["loaded"]
+
+
+def test_fit_policy_round_trip(tmp_path):
+    policy_module = pytest.importorskip("autoglm_graph.policy")
+    if "fit_policy" not in GraphGLMRegressor().get_params():
+        pytest.skip("the estimators have no fit_policy parameter yet")
+    policy = policy_module.FitPolicy()
+    X = np.random.default_rng(0).normal(size=(60, 2))
+    model = GraphGLMRegressor(fit_policy=policy, local_penalty=np.inf)
+    model.fit(X, X[:, 0])
+    config = json.loads((model.save(tmp_path / "m") / "model.json").read_text())
+    saved = config["params"]["fit_policy"]
+    assert saved["__dataclass__"] == "FitPolicy"
+    assert set(saved["fields"]) == {f.name for f in dataclasses.fields(policy)}
+    assert load(tmp_path / "m").get_params()["fit_policy"] == policy
+
+
+def test_estimators_are_registered_for_loading():
+    from autoglm_graph._saving import ESTIMATORS
+
+    assert ESTIMATORS == {
+        "GraphGLMRegressor": GraphGLMRegressor,
+        "GraphGLMClassifier": GraphGLMClassifier,
+    }

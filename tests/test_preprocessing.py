@@ -538,15 +538,19 @@ def test_unmatched_values_of_another_dtype_stay_unseen_and_are_named():
     assert (out[:, obj] == 0).all()
 
 
-def test_same_dtype_unseen_levels_stay_silent():
+def test_same_dtype_unseen_levels_warn_once():
     import warnings
+
+    from autoglm_graph.preprocessing import UnseenCategoryWarning
 
     X = _mixed_frame()
     pre = TabularPreprocessor().fit(X)
     X2 = X.assign(obj=np.array([7] * len(X), dtype=object))  # a new level, same dtype
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         pre.transform(X2)
+    assert [w.category for w in caught] == [UnseenCategoryWarning]
+    assert "'obj': 7" in str(caught[0].message)
 
 
 def test_non_numbers_in_a_numeric_column_are_named():

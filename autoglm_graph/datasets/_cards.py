@@ -406,7 +406,7 @@ _CARD_LIST = [
             "rownames": _ROWNAMES,
             "id": "pupil id; used only to group the split (up to 4 grades a pupil)",
             "tch": "teacher id (1,387 levels): an identifier",
-            "read": "reading score from the same test session: a concurrent "
+            "read": "reading score from the same sitting of the test: a concurrent "
             "outcome (correlation 0.88 with math)",
         },
         rows_removed="2,183 rows with missing math score",

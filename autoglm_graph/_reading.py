@@ -1,0 +1,182 @@
+"""Reading a fitted estimator: predictions' linear predictor, per-row
+coefficients, attention and tables (:class:`_ReadingMixin`).
+
+Everything here goes through the fitted model's
+:class:`~autoglm_graph.predictor.Predictor` (``self.predictor()``).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+
+from ._threads import with_thread_limit
+
+
+class _ReadingMixin:
+    """The reading methods of :class:`~autoglm_graph._base._BaseGraphGLM`."""
+
+    def _linear_predictor(self, X, offset=None) -> np.ndarray:
+        if offset is None and getattr(self, "offset_used_", False):
+            # A warning, not an error: offset 0 (a rate per unit of exposure)
+            # is a valid prediction, and scikit-learn's tools call predict(X).
+            warnings.warn(
+                f"This {type(self).__name__} was fitted with an offset, and "
+                "predict got none: the predictions are for offset=0 (e.g. a rate "
+                "per unit of exposure). Pass offset= to predict with exposure.",
+                UserWarning,
+                stacklevel=3,
+            )
+        predictor = self.predictor()
+        eta, _ = predictor.coefficients(predictor.design(X), offset)
+        return eta
+
+    def _global_theta_user(self) -> np.ndarray:
+        """The global GLM's ``[n_outputs, 1 + p]`` (intercept, slopes), user units."""
+        return self.predictor().global_theta_user()
+
+    def local_coef(self, X, offset=None) -> pd.DataFrame:
+        """Per-row GLM coefficients: the global GLM plus each row's deviation.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        offset : float or array-like of shape (n_samples,), default=None
+            Accepted for symmetry with ``predict``; it does not change coefficients.
+
+        Returns
+        -------
+        DataFrame of shape (n_samples, n_terms)
+            Columns ``intercept`` and the design's feature names; for the
+            multinomial family a (class, term) column MultiIndex.
+        """
+        predictor = self.predictor()
+        _, theta = predictor.coefficients(predictor.design(X), offset)
+        theta = predictor.to_user_units(theta)
+        terms = ["intercept", *self.feature_names_out_]
+        index = X.index if hasattr(X, "index") else None
+        if self._n_outputs == 1:
+            return pd.DataFrame(theta[:, 0, :], columns=terms, index=index)
+        columns = pd.MultiIndex.from_product(
+            [list(self.classes_), terms], names=["class", "term"]
+        )
+        return pd.DataFrame(
+            theta.reshape(theta.shape[0], -1), columns=columns, index=index
+        )
+
+    @with_thread_limit
+    def explain(self, X) -> pd.DataFrame:
+        """The training rows each row attended to, with attention weights.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+
+        Returns
+        -------
+        DataFrame
+            One line per (row, neighbour): ``row`` (X's index, or position),
+            ``neighbor`` (the training row's index in the training data, or its
+            position), ``rank``, ``similarity`` and ``attention`` (last layer,
+            mean over heads), sorted by row then rank. Empty when the fitted
+            model is the global GLM.
+        """
+        predictor = self.predictor()
+        design = predictor.design(X)
+        row_labels = self._row_labels(X)
+        columns = ["row", "neighbor", "rank", "similarity", "attention"]
+        if predictor.network is None:
+            return pd.DataFrame(columns=columns)
+        frames = []
+        step = predictor.chunk_rows
+        for start in range(0, design.shape[0], step):
+            chunk = design[start : start + step]
+            (_, (edge_index, alpha)), graph = predictor.query(
+                chunk, return_graph=True, return_attention=True
+            )
+            src, dst = edge_index.cpu().numpy()
+            rank = graph.mask.cumsum(dim=1)[graph.mask].cpu().numpy() - 1
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "row": row_labels[start + dst],
+                        "neighbor": self._train_index[predictor.network.positions[src]],
+                        "rank": rank,
+                        "similarity": graph.similarities[graph.mask].cpu().numpy(),
+                        "attention": alpha.mean(dim=1).cpu().numpy(),
+                    }
+                )
+            )
+        return pd.concat(frames, ignore_index=True)[columns]
+
+    @staticmethod
+    def _row_labels(X) -> np.ndarray:
+        if hasattr(X, "index"):
+            return np.asarray(X.index)
+        return np.arange(X.shape[0])
+
+    def coef_table(
+        self,
+        X,
+        y,
+        sample_weight=None,
+        offset=None,
+        cov_type: str = "fisher",
+        alpha: float = 0.05,
+        weights: str = "variance",
+    ) -> pd.DataFrame:
+        """The global GLM's coefficients with standard errors, z, p and CIs.
+
+        See :func:`autoglm_graph.explain.coef_table`.
+
+        Parameters
+        ----------
+        X, y, sample_weight, offset
+            The data of the fit (the estimator does not keep its design).
+        cov_type : {"fisher", "sandwich"}, default="fisher"
+        alpha : float, default=0.05
+            Level of the confidence intervals (not the L2 penalty).
+        weights : {"variance", "frequency"}, default="variance"
+            What ``sample_weight`` means for the standard errors
+            (statsmodels' ``var_weights`` or ``freq_weights``).
+
+        Returns
+        -------
+        DataFrame
+            ``coef``, ``std_err``, ``z``, ``p_value``, ``ci_lower``,
+            ``ci_upper`` per term.
+        """
+        from .explain import coef_table
+
+        return coef_table(
+            self,
+            X,
+            y,
+            sample_weight,
+            offset,
+            cov_type=cov_type,
+            alpha=alpha,
+            weights=weights,
+        )
+
+    def local_coef_summary(self, X, offset=None) -> pd.DataFrame:
+        """How the per-row coefficients vary over the rows of X, per term.
+
+        See :func:`autoglm_graph.explain.local_coef_summary`.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        offset : float or array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        DataFrame
+            ``global``, ``mean``, ``sd``, quantiles and
+            ``opposite_sign_share`` per term.
+        """
+        from .explain import local_coef_summary
+
+        return local_coef_summary(self, X, offset)
