@@ -380,7 +380,7 @@ class CosineNeighbors(BaseEstimator):
 
     Attributes
     ----------
-    base_ : torch.Tensor of shape (n_samples_fit_, n_features_in_)
+    base_ : torch.Tensor of shape (n_samples_fit, n_features_in)
         The fitted rows, L2-normalised.
     backend_ : str
         The backend used, ``"exact"``, ``"faiss"`` or ``"ivf"``.

@@ -133,7 +133,7 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
         Input columns treated as categorical (always empty for arrays).
     n_features_in_ : int
         Number of input columns seen in ``fit``.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features_in,)
         Input column names. Defined only when ``X`` was a DataFrame whose column
         names are all strings.
     n_features_out_ : int
@@ -249,7 +249,7 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
 
         Returns
         -------
-        X_out : ndarray of shape (n_samples, n_features_out_), dtype ``dtype``
+        X_out : ndarray of shape (n_samples, n_features_out), dtype ``dtype``
             Same as ``fit(X).transform(X, dtype=dtype)``.
         """
         return self._fit_transform(X, dtype)
@@ -259,7 +259,7 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
 
         Returns
         -------
-        shift, scale : ndarrays of shape (n_features_out_,)
+        shift, scale : ndarrays of shape (n_features_out,)
             Output column ``j`` is ``(u_j - shift[j]) / scale[j]``, where
             ``u_j`` is the column in the user's units (the imputed numeric
             column, a 0/1 indicator or one-hot level). Unscaled columns have
@@ -311,7 +311,7 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : DataFrame or array-like of shape (n_samples, n_features_in_)
+        X : DataFrame or array-like of shape (n_samples, n_features_in)
             Data with the same columns as in ``fit``. Missing values and unseen
             categories are allowed (unseen categories map to the infrequent
             feature when there is one, otherwise to all zeros).
@@ -320,7 +320,7 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
 
         Returns
         -------
-        X_out : ndarray of shape (n_samples, n_features_out_), dtype ``dtype``
+        X_out : ndarray of shape (n_samples, n_features_out), dtype ``dtype``
             C-contiguous and finite.
         """
         check_is_fitted(self)

@@ -1,4 +1,6 @@
-"""Classification: class probabilities and log-loss, graph GLM against its global GLM.
+"""
+Classification: class probabilities and log-loss, graph GLM against its global GLM.
+===================================================================================
 
 Run:  python examples/classification.py [dataset] [max_rows]
 

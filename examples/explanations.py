@@ -1,4 +1,6 @@
-"""Explaining a graph GLM: per-row coefficients, neighbours, and plots.
+"""
+Explaining a graph GLM: per-row coefficients, neighbours, and plots.
+====================================================================
 
 Run:  python examples/explanations.py [--out DIR]   (about 10-30 s on a 2-core CPU)
 
@@ -43,7 +45,7 @@ try:
 except ImportError:
     plt = None
 
-parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser = argparse.ArgumentParser(description="Per-row coefficients, neighbours, plots.")
 parser.add_argument("--out", help="folder for the PNG files (default: a temp dir)")
 args = parser.parse_args()
 out = Path(args.out or tempfile.mkdtemp(prefix="autoglm_graph_plots_"))
@@ -92,6 +94,5 @@ if plt is None:
 else:
     for name, draw in plots.items():
         ax = draw()
-        ax.figure.savefig(out / name, dpi=100)
-        plt.close(ax.figure)
+        ax.figure.savefig(out / name, dpi=100)  # left open for the docs gallery
     print(f"\nsaved {', '.join(plots)} in {out}")

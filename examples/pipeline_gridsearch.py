@@ -1,4 +1,6 @@
-"""A graph GLM inside a scikit-learn Pipeline, tuned with GridSearchCV.
+"""
+A graph GLM inside a scikit-learn Pipeline, tuned with GridSearchCV.
+====================================================================
 
 Run:  python examples/pipeline_gridsearch.py      (about 20-40 s on a 2-core CPU)
 

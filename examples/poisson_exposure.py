@@ -1,4 +1,6 @@
-"""Poisson counts with an exposure: why the offset ``log(exposure)`` matters.
+"""
+Poisson counts with an exposure: why the offset ``log(exposure)`` matters.
+==========================================================================
 
 Run:  python examples/poisson_exposure.py        (about 10-30 s on a 2-core CPU)
 

@@ -1,4 +1,6 @@
-"""Quickstart: a graph-contextualized GLM on a bundled dataset, beside its global GLM.
+"""
+Quickstart: a graph-contextualized GLM on a bundled dataset, beside its global GLM.
+===================================================================================
 
 Run:  python examples/quickstart.py [dataset]
 

@@ -1,4 +1,6 @@
-"""Hyperparameter search: GraphGLMSearchCV against the defaults on a suite dataset.
+"""
+Hyperparameter search: GraphGLMSearchCV against the defaults on a suite dataset.
+================================================================================
 
 Run:  python examples/search.py [dataset] [n_trials]
 

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -92,3 +93,57 @@ def test_readme_commands_in_a_fresh_venv(tmp_path):
     assert Path(where[0]) == venv
     assert Path(where[1]).is_relative_to(checkout)
     print({command: f"{seconds:.0f} s" for command, seconds in timings.items()})
+
+
+def _run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
+    result = subprocess.run(
+        args, cwd=cwd, env=env, capture_output=True, text=True,
+        timeout=TIMEOUT_S, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, (
+        f"{args} exited with {result.returncode}:\n"
+        f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    )
+    return result.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git to list files")
+def test_wheel_in_a_fresh_venv(tmp_path):
+    """The sdist and wheel build, pass ``twine check``, and the wheel alone works.
+
+    The wheel is installed in a new virtual environment (a CPU torch first) and
+    used from an empty folder: it imports, fits the quickstart, and the
+    ``autoglm-graph`` command answers ``--help``.
+    """
+    pytest.importorskip("build", reason="needs the release extra (build, twine)")
+    pytest.importorskip("twine", reason="needs the release extra (build, twine)")
+    checkout = tmp_path / "autoglm_graph"
+    _copy_checkout(checkout)
+    dist = tmp_path / "dist"
+    # The sdist first, then the wheel from it: a file missing from the sdist fails.
+    _run([sys.executable, "-m", "build", "--outdir", str(dist)], cwd=checkout)
+    wheels, sdists = sorted(dist.glob("*.whl")), sorted(dist.glob("*.tar.gz"))
+    assert len(wheels) == 1 and len(sdists) == 1, sorted(dist.iterdir())
+    files = [str(path) for path in (*wheels, *sdists)]
+    _run([sys.executable, "-m", "twine", "check", "--strict", *files], cwd=tmp_path)
+    with zipfile.ZipFile(wheels[0]) as wheel:
+        names = set(wheel.namelist())
+    assert "autoglm_graph/py.typed" in names
+    assert "autoglm_graph/datasets/__init__.py" in names
+    assert any(n.endswith("entry_points.txt") for n in names)
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    env = _venv_env(venv)
+    elsewhere = tmp_path / "elsewhere"  # no source tree in sight
+    elsewhere.mkdir()
+    # A CPU torch first: the wheel's bare torch requirement pulls a CUDA build.
+    _run(["pip", "install", "torch==2.13.0"], cwd=elsewhere, env=env)
+    _run(["pip", "install", str(wheels[0])], cwd=elsewhere, env=env)
+    where = "import autoglm_graph; print(autoglm_graph.__file__)"
+    where = _run(["python", "-c", where], cwd=elsewhere, env=env)
+    assert Path(where.strip()).is_relative_to(venv), where
+    shutil.copy2(ROOT / "examples" / "quickstart.py", elsewhere / "quickstart.py")
+    assert "test" in _run(["python", "quickstart.py"], cwd=elsewhere, env=env)
+    assert "usage" in _run(["autoglm-graph", "--help"], cwd=elsewhere, env=env)
