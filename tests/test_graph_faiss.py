@@ -421,6 +421,7 @@ def test_training_refreshes_search_both_row_sets_in_one_ivf_index(monkeypatch):
     y = rng.poisson(np.exp(0.3 * X[:, 0]))
     GraphGLMRegressor(
         family="poisson",
+        device="cpu",  # IVF refreshes are the CPU's (CUDA searches exactly)
         max_epochs=12,
         graph_refresh=5,
         random_state=0,
