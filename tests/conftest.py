@@ -8,6 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from autoglm_graph.datasets import make_varying_coefficients
+
 N_ROWS = 200
 
 
@@ -65,6 +67,14 @@ def mixed_target(mixed_frame: pd.DataFrame) -> np.ndarray:
         + 0.3 * X["member"]
     ).to_numpy(dtype=np.float64)
     return np.exp(eta + rng.normal(0.0, 0.2, size=len(X)))
+
+
+@pytest.fixture(scope="session")
+def poisson_600() -> tuple[np.ndarray, np.ndarray]:
+    """600 rows of a Poisson GLM whose coefficients vary between groups of rows
+    (the small fit of the training, checkpoint and random-stream tests)."""
+    X, y, _ = make_varying_coefficients(600, 3, family="poisson", random_state=0)
+    return X, y
 
 
 def pytest_collection_modifyitems(config, items):

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from autoglm_graph import Checkpoint, FitPolicy, GraphGLMRegressor
-from autoglm_graph.datasets import make_varying_coefficients
 
 SMALL = dict(
     family="poisson",
@@ -27,12 +26,6 @@ SMALL = dict(
     # (the attention's backward) may add in another order.
     device="cpu",
 )
-
-
-@pytest.fixture(scope="module")
-def rows():
-    X, y, _ = make_varying_coefficients(600, 3, family="poisson", random_state=0)
-    return X, y
 
 
 class _FirstEpoch:
@@ -60,8 +53,8 @@ class _KillAt:
 @pytest.mark.parametrize(
     "params", [{}, {"message_passing": "pyg"}, {"batch_size": 200}], ids=str
 )
-def test_resumed_fit_equals_the_uninterrupted_one(rows, tmp_path, params):
-    X, y = rows
+def test_resumed_fit_equals_the_uninterrupted_one(poisson_600, tmp_path, params):
+    X, y = poisson_600
     whole = GraphGLMRegressor(
         **SMALL, **params, callbacks=[Checkpoint(tmp_path / "whole.ckpt", every=4)]
     ).fit(X, y)
@@ -81,17 +74,17 @@ def test_resumed_fit_equals_the_uninterrupted_one(rows, tmp_path, params):
     assert resumed.n_iter_ == whole.n_iter_ == 12
 
 
-def test_resumed_cached_state_fit_equals_the_uninterrupted_one(rows, tmp_path):
+def test_resumed_cached_state_fit_equals_the_uninterrupted_one(poisson_600, tmp_path):
     # The cached states (partition and layer inputs) are part of the record:
     # resumed mid-way between refreshes, the steps read the same caches.
     policy = FitPolicy(cached_state_min_rows=100)
     test_resumed_fit_equals_the_uninterrupted_one(
-        rows, tmp_path, {"fit_policy": policy}
+        poisson_600, tmp_path, {"fit_policy": policy}
     )
 
 
-def test_checkpoint_of_another_fit_warns_and_starts_afresh(rows, tmp_path):
-    X, y = rows
+def test_checkpoint_of_another_fit_warns_and_starts_afresh(poisson_600, tmp_path):
+    X, y = poisson_600
     path = tmp_path / "fit.ckpt"
     GraphGLMRegressor(**SMALL, callbacks=[Checkpoint(path, every=4)]).fit(X, y)
     plain = GraphGLMRegressor(**{**SMALL, "learning_rate": 1e-2}).fit(X, y)
@@ -103,8 +96,8 @@ def test_checkpoint_of_another_fit_warns_and_starts_afresh(rows, tmp_path):
     np.testing.assert_array_equal(other.predict(X), plain.predict(X))
 
 
-def test_bad_every_is_refused(rows, tmp_path):
-    X, y = rows
+def test_bad_every_is_refused(poisson_600, tmp_path):
+    X, y = poisson_600
     with pytest.raises(ValueError, match="every"):
         GraphGLMRegressor(**SMALL, callbacks=[Checkpoint(tmp_path / "c", every=0)]).fit(
             X, y
@@ -130,8 +123,8 @@ GraphGLMRegressor(**params, callbacks=callbacks).fit(X, y)
 """
 
 
-def test_sigkilled_fit_resumes_to_the_same_model(rows, tmp_path):
-    X, y = rows
+def test_sigkilled_fit_resumes_to_the_same_model(poisson_600, tmp_path):
+    X, y = poisson_600
     path = tmp_path / "fit.ckpt"
     script = tmp_path / "child.py"
     script.write_text(CHILD)

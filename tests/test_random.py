@@ -9,18 +9,11 @@ import pytest
 import torch
 
 from autoglm_graph import GraphGLMRegressor
-from autoglm_graph.datasets import make_varying_coefficients
 from autoglm_graph.modules import NetConfig
 
 # device="cpu": equal to the bit is the CPU's guarantee (CUDA's atomic sums
 # may add in another order).
 SMALL = dict(hidden_channels=16, heads=2, max_epochs=6, family="poisson", device="cpu")
-
-
-@pytest.fixture(scope="module")
-def rows():
-    X, y, _ = make_varying_coefficients(600, 3, family="poisson", random_state=0)
-    return X, y
 
 
 def _fit_in_threads(rows, params_per_thread):
@@ -44,20 +37,20 @@ def _fit_in_threads(rows, params_per_thread):
     return [results[i] for i in range(len(params_per_thread))]
 
 
-def test_concurrent_seeded_fits_equal_a_fit_alone(rows):
-    X, y = rows
+def test_concurrent_seeded_fits_equal_a_fit_alone(poisson_600):
+    X, y = poisson_600
     alone = GraphGLMRegressor(**SMALL, random_state=0).fit(X, y).predict(X)
     # Two fits of the same seed and one of another, all at once.
     same, again, other = _fit_in_threads(
-        rows, [{"random_state": 0}, {"random_state": 0}, {"random_state": 1}]
+        poisson_600, [{"random_state": 0}, {"random_state": 0}, {"random_state": 1}]
     )
     np.testing.assert_array_equal(same, alone)
     np.testing.assert_array_equal(again, alone)
     assert np.abs(other - alone).max() > 0  # the seed matters
 
 
-def test_a_fit_leaves_the_global_generator_alone(rows):
-    X, y = rows
+def test_a_fit_leaves_the_global_generator_alone(poisson_600):
+    X, y = poisson_600
     torch.manual_seed(123)
     expected = torch.rand(3)
     torch.manual_seed(123)
