@@ -49,13 +49,16 @@ class _ReadingMixin:
         Returns
         -------
         DataFrame of shape (n_samples, n_terms)
-            Columns ``intercept`` and the design's feature names; for the
-            multinomial family a (class, term) column MultiIndex.
+            Columns ``intercept`` (absent with ``fit_intercept=False``) and
+            ``feature_names_out_``; for the multinomial family a (class, term)
+            column MultiIndex.
         """
         predictor = self.predictor()
         _, theta = predictor.coefficients(predictor.design(X), offset)
         theta = predictor.to_user_units(theta)
         terms = ["intercept", *self.feature_names_out_]
+        if not predictor.glm_terms.fit_intercept:  # no intercept column
+            theta, terms = theta[..., 1:], terms[1:]
         index = X.index if hasattr(X, "index") else None
         if self._n_outputs == 1:
             return pd.DataFrame(theta[:, 0, :], columns=terms, index=index)
