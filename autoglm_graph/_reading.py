@@ -164,6 +164,38 @@ class _ReadingMixin:
             weights=weights,
         )
 
+    def wald_test_terms(
+        self,
+        X,
+        y,
+        sample_weight=None,
+        offset=None,
+        cov_type: str = "fisher",
+        weights: str = "variance",
+    ) -> pd.DataFrame:
+        """Joint Wald tests per term of the global GLM (a categorical
+        column's levels together), as statsmodels' ``wald_test_terms``.
+
+        See :func:`autoglm_graph.explain.wald_test_terms`.
+
+        Parameters
+        ----------
+        X, y, sample_weight, offset
+            The data of the fit.
+        cov_type : {"fisher", "sandwich"}, default="fisher"
+        weights : {"variance", "frequency"}, default="variance"
+
+        Returns
+        -------
+        DataFrame
+            ``chi2``, ``df`` and ``p_value`` per term.
+        """
+        from .explain import wald_test_terms
+
+        return wald_test_terms(
+            self, X, y, sample_weight, offset, cov_type=cov_type, weights=weights
+        )
+
     def local_coef_summary(self, X, offset=None) -> pd.DataFrame:
         """How the per-row coefficients vary over the rows of X, per term.
 

@@ -269,6 +269,59 @@ def _terms(estimator) -> pd.Index:
     )
 
 
+def wald_test_terms(estimator, X, y, sample_weight=None, offset=None, **kwargs):
+    """One joint Wald test per term of the global GLM, as statsmodels'
+    ``wald_test_terms``: a categorical column's levels together, every other
+    term alone.
+
+    Parameters
+    ----------
+    estimator : GraphGLMRegressor or GraphGLMClassifier
+        A fitted estimator.
+    X, y, sample_weight, offset
+        The data of the fit, as for :func:`coef_table`.
+    **kwargs
+        ``cov_type`` and ``weights`` of :func:`coef_table`.
+
+    Returns
+    -------
+    DataFrame
+        Indexed by term (``"intercept"``, a numeric term's name, or a
+        categorical column's name), with the ``chi2`` statistic, its ``df``
+        (the number of coefficients tested: levels times classes) and
+        ``p_value``; a term alone has ``chi2 = z**2`` of :func:`coef_table`.
+    """
+    table = coef_table(estimator, X, y, sample_weight, offset, **kwargs)
+    coef, cov = table["coef"].to_numpy(), table.attrs["cov"]
+    terms = estimator.predictor().glm_terms
+    names = [*_intercept(estimator), *estimator.feature_names_out_]
+    n_terms = len(names)
+    groups: dict[str, list[int]] = {name: [j] for j, name in enumerate(names)}
+    first = len(_intercept(estimator))
+    pre = estimator.preprocessor_
+    for column, block in zip(
+        pre.categorical_features_, pre.categorical_blocks(), strict=True
+    ):
+        members = [first + j for j, c in enumerate(terms.columns) if c in block]
+        if members:
+            for j in members:
+                groups.pop(names[j])
+            groups[str(column)] = members
+    rows = {}
+    n_outputs = len(coef) // n_terms
+    for name, members in groups.items():
+        index = [k * n_terms + j for k in range(n_outputs) for j in members]
+        b, v = coef[index], cov[np.ix_(index, index)]
+        chi2 = float(b @ linalg.pinvh(v) @ b)
+        df = int(np.linalg.matrix_rank(v))
+        rows[name] = (chi2, df, float(stats.chi2.sf(chi2, df)))
+    result = pd.DataFrame.from_dict(
+        rows, orient="index", columns=["chi2", "df", "p_value"]
+    )
+    result.index.name = "term"
+    return result
+
+
 def _intercept(estimator) -> list[str]:
     """``["intercept"]``, or nothing for a model fitted without one."""
     return ["intercept"] if getattr(estimator, "fit_intercept", True) else []
