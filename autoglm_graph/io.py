@@ -81,7 +81,6 @@ from ._container import (
 )
 from ._fitted import FittedNetwork
 from ._glm import GlobalGLM
-from ._terms import GLMTerms
 from ._io_checks import (
     LOCATION_ARRAYS,
     MAX_LAYERS,
@@ -93,6 +92,7 @@ from ._io_checks import (
     family_from_json,
 )
 from ._saving import ESTIMATORS, register_estimator, save_model
+from ._terms import GLMTerms
 from ._validation import resolve_device
 from .families import get_family
 from .location import LocationEffect

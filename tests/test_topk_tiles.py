@@ -16,7 +16,9 @@ def test_a_cuda_tile_takes_a_share_of_the_free_memory(monkeypatch):
 
 def test_a_cuda_tile_is_capped(monkeypatch):
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (140 * 2**30, 0))
-    assert _auto_chunk_size(1_000_000, 4, torch.device("cuda")) == 8 * 2**30 // 4_000_000
+    assert (
+        _auto_chunk_size(1_000_000, 4, torch.device("cuda")) == 8 * 2**30 // 4_000_000
+    )
 
 
 def test_a_cpu_tile_stays_in_the_cache_sized_target():
