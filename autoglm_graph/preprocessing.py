@@ -516,9 +516,8 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
     def _validate_input(self, X: Any, reset: bool) -> Any:
         """Check ``X`` and, when ``reset``, record the column layout."""
         if reset:
-            self._no_columns = len(getattr(X, "shape", (0, 1))) == 2 and (
-                X.shape[1] == 0
-            )
+            shape = getattr(X, "shape", None)
+            self._no_columns = shape is not None and len(shape) == 2 and shape[1] == 0
         if getattr(self, "_no_columns", False):
             return self._validate_no_columns(X, reset)
         on_frame = isinstance(X, pd.DataFrame) if reset else self._fitted_on_frame

@@ -88,7 +88,7 @@ def test_treatment_coding_equals_statsmodels(base_levels):
 
 
 def test_all_levels_keeps_every_level_and_the_network_context():
-    X, y, offset, weight = _frame()
+    X, y, offset, _ = _frame()
     kept = GraphGLMRegressor(
         family="poisson", categorical_coding="all_levels", **GLM_ONLY
     )
