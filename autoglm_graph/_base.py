@@ -32,6 +32,7 @@ from ._glm import balance_glm, fit_global_glm, fit_negative_binomial
 from ._location_fit import _LocationMixin
 from ._persistence import _PersistenceMixin
 from ._reading import _ReadingMixin
+from ._terms import CATEGORICAL_CODINGS, GLMTerms, choose_columns
 from ._threads import with_thread_limit
 from ._timing import PhaseTimes
 from ._validation import (
@@ -66,6 +67,9 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
         self,
         *,
         alpha: float = 1e-4,
+        fit_intercept: bool = True,
+        categorical_coding: str = "treatment",
+        base_levels: dict | None = None,
         n_neighbors: int = 16,
         threshold: float = 0.0,
         graph_space: str = "embedding",
@@ -99,6 +103,9 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
         fit_policy: FitPolicy | None = None,
     ) -> None:
         self.alpha = alpha
+        self.fit_intercept = fit_intercept
+        self.categorical_coding = categorical_coding
+        self.base_levels = base_levels
         self.n_neighbors = n_neighbors
         self.threshold = threshold
         self.graph_space = graph_space
@@ -158,6 +165,19 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
     # ------------------------------------------------------------ validation
     def _validate_params(self) -> None:
         check_number("alpha", self.alpha, low=0)
+        check_option("fit_intercept", self.fit_intercept, (True, False))
+        check_option("categorical_coding", self.categorical_coding, CATEGORICAL_CODINGS)
+        if not (self.fit_intercept or self.location_columns is None):
+            raise ValueError(
+                "The 'location_columns' parameter shifts the intercept and needs "
+                f"fit_intercept=True; got location_columns={self.location_columns!r} "
+                "and fit_intercept=False."
+            )
+        if not self.fit_intercept and getattr(self, "balance", None) is True:
+            raise ValueError(
+                "The 'balance' parameter shifts the intercept and needs "
+                "fit_intercept=True; got balance=True and fit_intercept=False."
+            )
         check_number("n_neighbors", self.n_neighbors, integer=True, low=1)
         check_number("threshold", self.threshold, low=-1, high=1)
         check_option("graph_space", self.graph_space, ("embedding", "input"))
@@ -244,6 +264,7 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
             ensure_all_finite="allow-nan",
             dtype="numeric",
             ensure_min_samples=1,
+            ensure_min_features=0,  # no column: the intercept-only GLM
         )
 
     def _validate_inputs(self, X, y, sample_weight, offset):
@@ -300,22 +321,24 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
             # float64: the GLM is solved to a gradient tolerance on it (the
             # network takes a float32 copy).
             design = self.preprocessor_.fit_transform(X, dtype=np.float64)
-            self.feature_names_out_ = self.preprocessor_.get_feature_names_out()
-            _, scale = self.preprocessor_.design_scaling()
+            terms = self._choose_terms(design, sample_weight)
+            glm_design = terms.select(design)
         glm_kwargs = dict(
             sample_weight=sample_weight,
             offset=offset,
             alpha=self.alpha,
-            penalty_weights=scale**-2.0,  # alpha penalises the user's units
+            penalty_weights=terms.scale**-2.0,  # alpha penalises the user's units
+            fit_intercept=terms.fit_intercept,
         )
         with times.phase("global_glm"):
             if isinstance(family, NegativeBinomialFamily) and self._theta_by_ml():
-                glm, family = fit_negative_binomial(design, y_model, **glm_kwargs)
+                glm, family = fit_negative_binomial(glm_design, y_model, **glm_kwargs)
                 self.family_ = family
             else:
                 glm = fit_global_glm(
-                    design, y_model, family, n_outputs=self._n_outputs, **glm_kwargs
+                    glm_design, y_model, family, n_outputs=self._n_outputs, **glm_kwargs
                 )
+        del glm_design
         self.global_glm_ = glm
         self._set_global_coefficients(glm)
         self._fitted = None
@@ -325,7 +348,7 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
         self.location_report_ = None
         self.history_ = []
         self.n_iter_ = 0
-        reason = self._global_only_reason(X.shape[0])
+        reason = self._global_only_reason(X.shape[0], design.shape[1])
         if reason is None:
             reason = self._fit_network(
                 design,
@@ -363,6 +386,8 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
         balance = getattr(self, "balance", False)  # the classifier has none
         if balance is False or not self.family_.has_balance_correction:
             return 0.0
+        if not getattr(self, "fit_intercept", True):
+            return 0.0  # no intercept to shift (balance=True raised in fit)
         if balance == "auto" and not self.family_.canonical_link:
             return 0.0  # the maximum likelihood GLM stays as scikit-learn's
         eta, _ = self.predictor().coefficients(design, offset)
@@ -382,7 +407,9 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
         """Whether the negative binomial theta is estimated (``theta=None``)."""
         return getattr(self, "theta", 1.0) is None and isinstance(self.family, str)
 
-    def _global_only_reason(self, n_samples: int) -> str | None:
+    def _global_only_reason(self, n_samples: int, n_columns: int) -> str | None:
+        if n_columns == 0:
+            return "X has no feature that varies: the intercept-only GLM"
         if np.isinf(self.local_penalty):
             return "local_penalty=inf"
         if self.max_epochs == 0 and self.location_columns is None:
@@ -504,7 +531,7 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
         target_channels = 0 if train.targets is None else train.targets.shape[1]
         net = NetConfig(
             n_features,
-            (n_features + 1) * self._n_outputs,
+            (self._terms.n_terms + 1) * self._n_outputs,
             hidden_channels=self.hidden_channels,
             heads=self.heads,
             num_layers=self.num_layers,
@@ -539,6 +566,7 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
             callbacks=callbacks,
             verbose=self.verbose,
             policy=policy,
+            fit_intercept=self._terms.fit_intercept,
         )
 
     def _row_data(
@@ -558,11 +586,16 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
             targets = outcome_features(
                 self.family_, y_model, eta_global, sample_weight, train_pos
             )
-        # The design is also the network's context: one tensor serves both.
+        # The design is also the network's context: one tensor serves both
+        # when the GLM reads every column as it is.
         matrix = as_tensor(design)
+        terms = self._terms
+        glm_design = matrix
+        if not terms.full or terms.add is not None:
+            glm_design = as_tensor(terms.select(design))
         return RowData(
             context=matrix,
-            design=matrix,
+            design=glm_design,
             y=as_tensor(y_model),
             # Relative weights: the loss is a weighted mean, and weights near
             # 1e300 would be infinite in float32 (unit weights are unchanged).
@@ -591,7 +624,31 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
             n_jobs=self.n_jobs,
             location_effect=getattr(self, "location_effect_", None),
             network=getattr(self, "_fitted", None),
+            terms=getattr(self, "_terms", None),
         )
+
+    def _choose_terms(self, design, sample_weight) -> GLMTerms:
+        """The global GLM's terms (``_terms``), ``feature_names_out_`` and
+        ``base_levels_``."""
+        if not self.fit_intercept and design.shape[1] == 0:
+            raise ValueError(
+                "The 'fit_intercept' parameter is False and X has no feature that "
+                "varies: the model would have no term at all. Pass columns that "
+                "vary, or fit_intercept=True (the intercept-only GLM)."
+            )
+        columns, self.base_levels_ = choose_columns(
+            self.preprocessor_,
+            design,
+            sample_weight,
+            categorical_coding=self.categorical_coding,
+            base_levels=self.base_levels,
+            fit_intercept=self.fit_intercept,
+        )
+        self._terms = GLMTerms.from_preprocessor(
+            self.preprocessor_, columns, self.fit_intercept
+        )
+        self.feature_names_out_ = self._terms.names
+        return self._terms
 
 
 def _check_location_columns(columns) -> None:

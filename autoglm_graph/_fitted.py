@@ -289,7 +289,7 @@ class FittedNetwork:
         }
         rows = {
             "context": (n, p),
-            "design": (n, p),
+            "design": (n, dims["q"]),
             "y": (n,) if k == 1 else (n, k),
             "weight": (n,),
             "eta_global": (n, k),
@@ -337,10 +337,16 @@ def _tensor_fields() -> list[dataclasses.Field]:
 
 def _dims(config: dict) -> dict[str, int]:
     net = config["net"]
+    # The GLM's q terms (an intercept and q slopes per output) may be fewer
+    # than the p context columns (a categorical column's base level).
+    k = config.get("trainer", {}).get("n_outputs")
+    if type(k) is not int or k < 1 or net["out_channels"] % k:
+        k = net["out_channels"] // (net["in_channels"] + 1)
     return {
         "n": config["n_train"],
         "p": net["in_channels"],
-        "k": net["out_channels"] // (net["in_channels"] + 1),
+        "q": net["out_channels"] // max(k, 1) - 1,
+        "k": k,
         "h": net["hidden_channels"],
         "t": net["target_channels"],
     }

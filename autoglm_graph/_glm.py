@@ -113,17 +113,20 @@ def balance_glm(
 class _Objective:
     """Loss, gradient and Hessian of the penalized GLM in float64.
 
-    Parameters are a ``[K, p + 1]`` array: the slopes, then the intercept.
+    Parameters are a ``[K, p + 1]`` array: the slopes, then the intercept
+    (``[K, p]``, the slopes only, without an intercept).
     """
 
-    def __init__(self, X, y, family, n_outputs, w, offset, alpha, penalty_weights):
+    def __init__(
+        self, X, y, family, n_outputs, w, offset, alpha, penalty_weights, intercept
+    ):
         n, p = X.shape
-        self.X1 = np.column_stack([X, np.ones(n)])
+        self.X1 = np.column_stack([X, np.ones(n)]) if intercept else X
         self.y = torch.tensor(np.asarray(y), dtype=torch.float64)  # a copy
         self.family, self.K, self.p = family, n_outputs, p
         self.wn = w / w.sum()
         self.offset = offset
-        self.pen = np.zeros((n_outputs, p + 1))
+        self.pen = np.zeros((n_outputs, self.X1.shape[1]))
         self.pen[:, :p] = alpha * penalty_weights
 
     def eta(self, B: np.ndarray) -> np.ndarray:
@@ -152,7 +155,7 @@ class _Objective:
         grad = r.T @ self.X1 + self.pen * B
         if not hessian:
             return value, grad, None
-        m = self.p + 1
+        m = self.X1.shape[1]
         H = np.zeros((self.K, m, self.K, m))
         for k in range(self.K):
             (d2,) = torch.autograd.grad(
@@ -247,6 +250,7 @@ def fit_global_glm(
     max_iter: int = 100,
     tol: float = 1e-10,
     newton_max_params: int = 400,
+    fit_intercept: bool = True,
 ) -> GlobalGLM:
     """Fit the penalized GLM exactly (to ``tol``) in float64.
 
@@ -274,6 +278,8 @@ def fit_global_glm(
     newton_max_params : int, default=400
         Above this many parameters (``n_outputs * (p + 1)``) the dense Newton
         Hessian (``n * m**2`` flops) gives way to L-BFGS-B.
+    fit_intercept : bool, default=True
+        Whether the model has an intercept; without one, ``intercept`` is 0.
 
     Returns
     -------
@@ -295,16 +301,17 @@ def fit_global_glm(
     )
     off = None if offset is None else np.asarray(offset, dtype=np.float64)
     pw = np.ones(n_features) if penalty_weights is None else np.asarray(penalty_weights)
-    obj = _Objective(X, y, family, n_outputs, w, off, alpha, pw)
-    init_eta = family.start_eta(np.asarray(y), sample_weight, off)
-    B = np.zeros((n_outputs, n_features + 1))
-    B[:, -1] = init_eta
+    obj = _Objective(X, y, family, n_outputs, w, off, alpha, pw, fit_intercept)
+    B = np.zeros((n_outputs, n_features + int(fit_intercept)))
+    if fit_intercept:
+        B[:, -1] = family.start_eta(np.asarray(y), sample_weight, off)
     if B.size <= newton_max_params:
         B, n_iter, converged = _newton(obj, B, max_iter, tol)
     else:
         B, n_iter, converged = _lbfgs(obj, B, 10 * max_iter, tol)
-    coef, intercept = B[:, :-1].copy(), B[:, -1].copy()
-    if n_outputs > 1:
+    coef = B[:, :n_features].copy()
+    intercept = B[:, -1].copy() if fit_intercept else np.zeros(n_outputs)
+    if n_outputs > 1 and fit_intercept:
         # Only differences between class intercepts are identified.
         intercept = intercept - intercept.mean()
     if not converged:
@@ -333,6 +340,7 @@ def fit_negative_binomial(
     penalty_weights: np.ndarray | None = None,
     tol: float = 1e-10,
     max_outer: int = 50,
+    fit_intercept: bool = True,
 ) -> tuple[GlobalGLM, NegativeBinomialFamily]:
     """The negative binomial GLM with ``theta`` by maximum likelihood.
 
@@ -353,6 +361,7 @@ def fit_negative_binomial(
         offset=offset,
         alpha=alpha,
         penalty_weights=penalty_weights,
+        fit_intercept=fit_intercept,
     )
     X = np.asarray(X, dtype=np.float64)
 
@@ -417,7 +426,7 @@ def _nonconvergence_advice(
     ``large_scale``: a design column whose largest absolute value exceeds it is
     named as badly scaled.
     """
-    X = obj.X1[:, :-1]
+    X = obj.X1[:, : obj.p]
     advice = []
     if X.shape[1]:
         big = np.max(np.abs(X), axis=0) > large_scale

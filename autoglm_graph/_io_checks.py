@@ -88,10 +88,13 @@ def expected_shapes(
         raise ModelFileError("fitted.network must be a JSON object.")
     _check_net_config(network["net"], model, tensors)
     spec = checked_net_spec(network["net"])
-    if spec["in_channels"] != p or spec["out_channels"] != (p + 1) * n_outputs:
+    terms = fitted.get("glm_terms")
+    n_columns = terms.get("n_columns", p) if isinstance(terms, dict) else p
+    if spec["in_channels"] != n_columns or spec["out_channels"] != (p + 1) * n_outputs:
         raise ModelFileError(
             f"The network maps {spec['in_channels']} -> {spec['out_channels']} "
-            f"channels; the design has {p} features and {n_outputs} output(s)."
+            f"channels; the design has {n_columns} features, the GLM {p} terms "
+            f"and {n_outputs} output(s)."
         )
     _int(network["n_train"], "n_train")
     present = network["train_rows"]

@@ -19,7 +19,7 @@ class _LocationMixin:
         """Design columns of ``location_columns`` (numeric columns only)."""
         names_in = getattr(self, "feature_names_in_", None)
         numeric = set(map(str, self.preprocessor_.numeric_features_))
-        out = list(map(str, self.feature_names_out_))
+        out = list(map(str, self.preprocessor_.get_feature_names_out()))
         columns = []
         for column in self.location_columns:
             if isinstance(column, (int, np.integer)):

@@ -49,13 +49,16 @@ class _ReadingMixin:
         Returns
         -------
         DataFrame of shape (n_samples, n_terms)
-            Columns ``intercept`` and the design's feature names; for the
-            multinomial family a (class, term) column MultiIndex.
+            Columns ``intercept`` (absent with ``fit_intercept=False``) and
+            ``feature_names_out_``; for the multinomial family a (class, term)
+            column MultiIndex.
         """
         predictor = self.predictor()
         _, theta = predictor.coefficients(predictor.design(X), offset)
         theta = predictor.to_user_units(theta)
         terms = ["intercept", *self.feature_names_out_]
+        if not predictor.glm_terms.fit_intercept:  # no intercept column
+            theta, terms = theta[..., 1:], terms[1:]
         index = X.index if hasattr(X, "index") else None
         if self._n_outputs == 1:
             return pd.DataFrame(theta[:, 0, :], columns=terms, index=index)
@@ -159,6 +162,38 @@ class _ReadingMixin:
             cov_type=cov_type,
             alpha=alpha,
             weights=weights,
+        )
+
+    def wald_test_terms(
+        self,
+        X,
+        y,
+        sample_weight=None,
+        offset=None,
+        cov_type: str = "fisher",
+        weights: str = "variance",
+    ) -> pd.DataFrame:
+        """Joint Wald tests per term of the global GLM (a categorical
+        column's levels together), as statsmodels' ``wald_test_terms``.
+
+        See :func:`autoglm_graph.explain.wald_test_terms`.
+
+        Parameters
+        ----------
+        X, y, sample_weight, offset
+            The data of the fit.
+        cov_type : {"fisher", "sandwich"}, default="fisher"
+        weights : {"variance", "frequency"}, default="variance"
+
+        Returns
+        -------
+        DataFrame
+            ``chi2``, ``df`` and ``p_value`` per term.
+        """
+        from .explain import wald_test_terms
+
+        return wald_test_terms(
+            self, X, y, sample_weight, offset, cov_type=cov_type, weights=weights
         )
 
     def local_coef_summary(self, X, offset=None) -> pd.DataFrame:

@@ -147,6 +147,14 @@ def _model_state(model) -> tuple[dict, dict[str, torch.Tensor]]:
         "device_": str(model.device_),
         "global_glm": {"n_iter": int(glm.n_iter), "converged": bool(glm.converged)},
     }
+    terms = model.predictor().glm_terms
+    fitted["glm_terms"] = {
+        "columns": [int(c) for c in terms.columns],
+        "n_columns": int(model.preprocessor_.n_features_out_),
+        "base_levels": {str(k): str(v) for k, v in model.base_levels_.items()}
+        if hasattr(model, "base_levels_")
+        else {},
+    }
     if hasattr(model, "feature_names_in_"):
         fitted["feature_names_in_"] = [str(n) for n in model.feature_names_in_]
     for key in (

@@ -247,6 +247,8 @@ def _make_estimator(args: argparse.Namespace, y: pd.Series):
     common = {"random_state": args.random_state, "verbose": args.verbose}
     if args.max_epochs is not None:
         common["max_epochs"] = args.max_epochs
+    if getattr(args, "no_intercept", False):
+        common["fit_intercept"] = False
     if _is_classification(family):
         from sklearn.utils.multiclass import type_of_target
 
@@ -504,6 +506,11 @@ def _add_fit_arguments(parser: argparse.ArgumentParser) -> None:
         "district 1-4 (otherwise a slope)",
     )
     parser.add_argument("--max-epochs", type=int, help="upper bound on epochs")
+    parser.add_argument(
+        "--no-intercept",
+        action="store_true",
+        help="fit without an intercept (fit_intercept=False)",
+    )
     parser.add_argument("--random-state", type=int, default=0, help="seed (0)")
     parser.add_argument(
         "--set",

@@ -30,6 +30,28 @@ _COMMON_PARAMS_DOC = """
         each numeric column, per one-hot level) and the intercept not
         penalised. ``LogisticRegression(C=1 / (n * alpha))`` and
         ``Ridge(alpha=n * alpha)`` have the same objective (unit weights).
+    fit_intercept : bool, default=True
+        Whether the model has an intercept (scikit-learn's parameter). Without
+        one the global GLM is scikit-learn's ``fit_intercept=False`` GLM on the
+        raw columns (the numeric columns are scaled, not centred), the network
+        varies the slopes only, ``local_coef`` and ``coef_table`` have no
+        intercept and ``balance`` is off (``balance=True`` is an error). X
+        without a column that varies fits the intercept-only GLM (R's
+        ``y ~ 1``), without a network.
+    categorical_coding : {"treatment", "all_levels"}, default="treatment"
+        How the global GLM codes a categorical column. ``"treatment"``: one
+        term per level except the column's base level (``base_levels``), whose
+        effect is the intercept's, as R, statsmodels and tariffs code a factor;
+        at ``alpha=0`` the coefficients and ``coef_table`` equal statsmodels'
+        treatment-coded GLM. Without an intercept the first categorical
+        column keeps every level (R's ``y ~ 0 + f``). ``"all_levels"``: a term
+        for every level (glum's ``drop_first=False``), identified by the
+        penalty only, so their standard errors are large. The network's
+        context keeps every level either way.
+    base_levels : dict or None, default=None
+        Categorical column -> its base level under treatment coding. A column
+        not named gets the level with the largest total sample weight (ties:
+        the first in sorted order); the choices are in ``base_levels_``.
     n_neighbors : int, default=16
         Neighbours (training rows) per row in the similarity graph.
     threshold : float, default=0.0
@@ -177,7 +199,11 @@ _COMMON_PARAMS_DOC = """
 
 _COMMON_ATTRIBUTES_DOC = """
     feature_names_out_ : ndarray of str
-        Names of the design columns (after preprocessing) that ``coef_`` uses.
+        Names of the global GLM's terms (design columns after preprocessing,
+        base levels left out) that ``coef_`` uses.
+    base_levels_ : dict
+        Each categorical column's base level, as encoded (a string; empty
+        with ``categorical_coding="all_levels"``).
     preprocessor_ : TabularPreprocessor
     global_glm_ : GlobalGLM
         The global GLM's solution on the preprocessor's (standardised)
@@ -291,6 +317,9 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
         theta: float | None = None,
         balance: str | bool = "auto",
         alpha: float = 1e-4,
+        fit_intercept: bool = True,
+        categorical_coding: str = "treatment",
+        base_levels: dict | None = None,
         n_neighbors: int = 16,
         threshold: float = 0.0,
         graph_space: str = "embedding",
@@ -329,6 +358,9 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
         self.balance = balance
         super().__init__(
             alpha=alpha,
+            fit_intercept=fit_intercept,
+            categorical_coding=categorical_coding,
+            base_levels=base_levels,
             n_neighbors=n_neighbors,
             threshold=threshold,
             graph_space=graph_space,

@@ -119,7 +119,9 @@ def coef_table(
             f"got weights={weights!r}."
         )
     check_is_fitted(estimator, "global_glm_")
-    design = estimator.predictor().design(X)  # float64
+    predictor = estimator.predictor()
+    terms = predictor.glm_terms
+    design = terms.select(predictor.design(X))  # float64
     n = design.shape[0]
     y_model = _encode_target(estimator, y)
     check_consistent_length(design, y_model)
@@ -128,12 +130,14 @@ def coef_table(
     offset = check_offset(offset, n)
     glm = estimator.global_glm_
     family = estimator.family_
-    X1 = np.column_stack([np.ones(n), design])  # intercept first
+    ones = [np.ones(n)] if terms.fit_intercept else []
+    X1 = np.column_stack([*ones, design])  # intercept first
     params = np.concatenate([glm.intercept[:, None], glm.coef], axis=1)  # [K, p+1]
+    params = params[:, 1 - len(ones) :]
     # The standard errors are those of the GLM as solved: the balance shift
     # (``balance=True``) moves the intercept off its optimum, and is added back
     # to the reported intercept below.
-    correction = getattr(estimator, "balance_correction_", 0.0)
+    correction = getattr(estimator, "balance_correction_", 0.0) if ones else 0.0
     params[:, 0] -= correction
     eta = X1 @ params.T + (0.0 if offset is None else offset[:, None])
     if family.multi_output:
@@ -148,9 +152,11 @@ def coef_table(
         for j in range(K):
             hessian[k, :, j, :] = X1.T @ (X1 * (w * info_eta[:, k, j])[:, None])
     hessian = hessian.reshape(K * m, K * m)
-    shift, scale = estimator.preprocessor_.design_scaling()
+    shift, scale = terms.shift, terms.scale
     # alpha penalises the coefficients in the user's units, c_j / scale_j.
-    penalty = estimator.alpha * w.sum() * np.tile(np.r_[0.0, scale**-2.0], K)
+    penalty = (
+        estimator.alpha * w.sum() * np.tile(np.r_[[0.0] * len(ones), scale**-2], K)
+    )
     hessian[np.diag_indices_from(hessian)] += penalty
     scores = (w[:, None] * score_eta)[:, :, None] * X1[:, None, :]  # [n, K, p+1]
     scores = scores.reshape(n, K * m)
@@ -174,8 +180,9 @@ def coef_table(
         meat = scores.T @ (per_copy if frequency else scores)
         cov = bread @ meat @ bread
     # To the user's units: intercept - sum_j c_j shift_j / scale_j, c_j / scale_j.
-    block = np.diag(np.r_[1.0, 1.0 / scale])
-    block[0, 1:] = -shift / scale
+    block = np.diag(np.r_[[1.0] * len(ones), 1.0 / scale])
+    if ones:
+        block[0, 1:] = -shift / scale
     jacobian = linalg.block_diag(*([block] * K))
     params[:, 0] += correction
     coef = jacobian @ params.ravel()
@@ -254,12 +261,70 @@ def _encode_target(estimator, y) -> np.ndarray:
 
 
 def _terms(estimator) -> pd.Index:
-    terms = ["intercept", *estimator.feature_names_out_]
+    terms = [*_intercept(estimator), *estimator.feature_names_out_]
     if estimator.global_glm_.coef.shape[0] == 1:
         return pd.Index(terms, name="term")
     return pd.MultiIndex.from_product(
         [list(estimator.classes_), terms], names=["class", "term"]
     )
+
+
+def wald_test_terms(estimator, X, y, sample_weight=None, offset=None, **kwargs):
+    """One joint Wald test per term of the global GLM, as statsmodels'
+    ``wald_test_terms``: a categorical column's levels together, every other
+    term alone.
+
+    Parameters
+    ----------
+    estimator : GraphGLMRegressor or GraphGLMClassifier
+        A fitted estimator.
+    X, y, sample_weight, offset
+        The data of the fit, as for :func:`coef_table`.
+    **kwargs
+        ``cov_type`` and ``weights`` of :func:`coef_table`.
+
+    Returns
+    -------
+    DataFrame
+        Indexed by term (``"intercept"``, a numeric term's name, or a
+        categorical column's name), with the ``chi2`` statistic, its ``df``
+        (the number of coefficients tested: levels times classes) and
+        ``p_value``; a term alone has ``chi2 = z**2`` of :func:`coef_table`.
+    """
+    table = coef_table(estimator, X, y, sample_weight, offset, **kwargs)
+    coef, cov = table["coef"].to_numpy(), table.attrs["cov"]
+    terms = estimator.predictor().glm_terms
+    names = [*_intercept(estimator), *estimator.feature_names_out_]
+    n_terms = len(names)
+    groups: dict[str, list[int]] = {name: [j] for j, name in enumerate(names)}
+    first = len(_intercept(estimator))
+    pre = estimator.preprocessor_
+    for column, block in zip(
+        pre.categorical_features_, pre.categorical_blocks(), strict=True
+    ):
+        members = [first + j for j, c in enumerate(terms.columns) if c in block]
+        if members:
+            for j in members:
+                groups.pop(names[j])
+            groups[str(column)] = members
+    rows = {}
+    n_outputs = len(coef) // n_terms
+    for name, members in groups.items():
+        index = [k * n_terms + j for k in range(n_outputs) for j in members]
+        b, v = coef[index], cov[np.ix_(index, index)]
+        chi2 = float(b @ linalg.pinvh(v) @ b)
+        df = int(np.linalg.matrix_rank(v))
+        rows[name] = (chi2, df, float(stats.chi2.sf(chi2, df)))
+    result = pd.DataFrame.from_dict(
+        rows, orient="index", columns=["chi2", "df", "p_value"]
+    )
+    result.index.name = "term"
+    return result
+
+
+def _intercept(estimator) -> list[str]:
+    """``["intercept"]``, or nothing for a model fitted without one."""
+    return ["intercept"] if getattr(estimator, "fit_intercept", True) else []
 
 
 def _table(estimator, coef, cov, alpha, dispersion, cov_type) -> pd.DataFrame:
@@ -324,7 +389,10 @@ def local_coef_summary(
     """
     local = estimator.local_coef(X, offset)
     values = local.to_numpy(dtype=np.float64)
-    global_coef = estimator.predictor().global_theta_user().ravel()
+    global_coef = estimator.predictor().global_theta_user()
+    if not getattr(estimator, "fit_intercept", True):
+        global_coef = global_coef[:, 1:]
+    global_coef = global_coef.ravel()
     sd = values.std(axis=0, ddof=1) if len(values) > 1 else np.zeros(values.shape[1])
     sd[np.ptp(values, axis=0) == 0] = 0.0  # exactly 0, not rounding noise
     summary = {

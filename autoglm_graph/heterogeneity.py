@@ -154,11 +154,16 @@ def heterogeneity_test(
     eta, theta = predictor.coefficients(design, offset)  # [n, K], [n, K, p+1]
     family = estimator.family_
     deviance = _unit_deviance(family, y_model, eta)
+    glm_terms = predictor.glm_terms
     terms = ["intercept", *estimator.feature_names_out_]
     gains = np.zeros((len(terms), n))
     if not estimator.is_global_only_:  # else one slope per column: no variation
         level = _level_part(
-            estimator, design, theta, w, max(min_centre, int(centre_share * n))
+            estimator,
+            glm_terms.select(design),
+            theta,
+            w,
+            max(min_centre, int(centre_share * n)),
         )
         gains[0] = _unit_deviance(family, y_model, eta - level) - deviance
         block_of = {
@@ -166,14 +171,17 @@ def heterogeneity_test(
             for block in estimator.preprocessor_.categorical_blocks()
             for j in block
         }
-        for j in range(design.shape[1]):
+        for term, j in enumerate(glm_terms.columns):
             eta_null = _made_global(
                 estimator, design, offset, j, y_model, w, block_of.get(j)
             )
             if eta_null is not None:  # None: no row to move, gain 0
-                gains[j + 1] = _unit_deviance(family, y_model, eta_null) - deviance
+                gains[term + 1] = _unit_deviance(family, y_model, eta_null) - deviance
     local = predictor.to_user_units(theta)[:, 0, :]
     global_user = predictor.global_theta_user()[0]
+    if not glm_terms.fit_intercept:  # no intercept to test
+        terms, gains = terms[1:], gains[1:]
+        local, global_user = local[:, 1:], global_user[1:]
     table = _summarise(gains, w, alpha)
     table.insert(0, "global", global_user)
     table.insert(1, "local_sd", local.std(axis=0) if n > 1 else 0.0)
@@ -214,11 +222,21 @@ def _made_global(
     coefficient.
     """
     moved = design.copy()
+    # The global coefficient of design column c (0 for a base level).
+    columns = list(estimator.predictor().glm_terms.columns)
+    coef = estimator.global_glm_.coef
+    coef = np.stack(
+        [
+            coef[:, columns.index(c)] if c in columns else 0 * coef[:, 0]
+            for c in range(design.shape[1])
+        ],
+        axis=1,
+    )
     if block is None:
         reference = np.median(design[:, j])
         moved[:, j] = reference
         step = design[:, j] - reference
-        start = estimator.global_glm_.coef[:, j]
+        start = coef[:, j]
     else:
         at_level = design[:, j] > 0.5
         counts = (design[:, block] > 0.5).sum(axis=0)
@@ -229,7 +247,6 @@ def _made_global(
         moved[np.ix_(at_level, block)] = 0.0
         moved[at_level, reference] = 1.0
         step = at_level.astype(np.float64)
-        coef = estimator.global_glm_.coef
         start = coef[:, j] - coef[:, reference]
     eta_moved, _ = estimator.predictor().coefficients(moved, offset)
     return _with_fitted_slope(estimator.family_, eta_moved, step, start, y, weight)

@@ -92,6 +92,7 @@ from ._io_checks import (
     family_from_json,
 )
 from ._saving import ESTIMATORS, register_estimator, save_model
+from ._terms import GLMTerms
 from ._validation import resolve_device
 from .families import get_family
 from .location import LocationEffect
@@ -242,7 +243,7 @@ def _build(config: dict, tensors: dict[str, torch.Tensor], preprocessor):
     model.family_ = family
     model.device_ = device
     model.preprocessor_ = preprocessor
-    model.n_features_in_ = _int(fitted["n_features_in_"], "n_features_in_", low=1)
+    model.n_features_in_ = _int(fitted["n_features_in_"], "n_features_in_", low=0)
     if model.n_features_in_ != getattr(preprocessor, "n_features_in_", None):
         raise ModelFileError(
             f"n_features_in_={model.n_features_in_} is not the preprocessor's "
@@ -257,10 +258,7 @@ def _build(config: dict, tensors: dict[str, torch.Tensor], preprocessor):
     model.feature_names_out_ = np.asarray(
         _str_list(fitted["feature_names_out_"]), dtype=object
     )
-    if list(preprocessor.get_feature_names_out()) != list(model.feature_names_out_):
-        raise ModelFileError(
-            f"{PREPROCESSOR_NAME} does not produce the features of {JSON_NAME}."
-        )
+    _glm_terms(model, fitted, preprocessor)
     if "classes_" in fitted:
         if not is_classifier(model):
             raise ModelFileError("Only a classifier has classes_.")
@@ -326,6 +324,34 @@ def _build(config: dict, tensors: dict[str, torch.Tensor], preprocessor):
     return model
 
 
+def _glm_terms(model, fitted: dict, preprocessor) -> None:
+    """The global GLM's terms (files written before they were saved: every
+    design column), checked against the preprocessor's features."""
+    names = list(preprocessor.get_feature_names_out())
+    spec = fitted.get("glm_terms", {"columns": list(range(len(names)))})
+    if not isinstance(spec, dict) or not isinstance(spec.get("columns"), list):
+        raise ModelFileError("fitted.glm_terms must be a JSON object with columns.")
+    columns = [
+        _int(c, "glm_terms.columns", low=0, high=max(len(names) - 1, 0))
+        for c in spec["columns"]
+    ]
+    if sorted(set(columns)) != columns or (columns and not names):
+        raise ModelFileError("glm_terms.columns must be increasing design columns.")
+    if [names[c] for c in columns] != list(model.feature_names_out_):
+        raise ModelFileError(
+            f"{PREPROCESSOR_NAME} does not produce the features of {JSON_NAME}."
+        )
+    bases = spec.get("base_levels", {})
+    if not isinstance(bases, dict) or not all(
+        isinstance(v, str) for v in bases.values()
+    ):
+        raise ModelFileError("glm_terms.base_levels must map columns to strings.")
+    model.base_levels_ = dict(bases)
+    model._terms = GLMTerms.from_preprocessor(
+        preprocessor, columns, getattr(model, "fit_intercept", True)
+    )
+
+
 def _location_effect(fitted: dict, tensors, model) -> LocationEffect | None:
     """The stored location effect, its numbers checked (shapes already are)."""
     spec = fitted.get("location_effect")
@@ -378,6 +404,11 @@ def _params_from_json(cls, params) -> dict:
             if not all(isinstance(v, (str, int)) for v in value):
                 raise ModelFileError(
                     f"location_columns must list names or indices; got {value!r}."
+                )
+        elif key == "base_levels" and isinstance(value, dict):
+            if not all(isinstance(v, _SCALARS) for v in value.values()):
+                raise ModelFileError(
+                    f"base_levels must map columns to levels; got {value!r}."
                 )
         elif not isinstance(value, _SCALARS):
             raise ModelFileError(

@@ -162,7 +162,7 @@ def plot_local_coef(
     local, class_label = _select_class(model, local, class_label)
     global_terms = _global_terms(model, local.columns, class_label)
     if standardize:
-        _, scale = model.preprocessor_.design_scaling()
+        scale = model.predictor().glm_terms.scale
         factor = pd.Series(np.r_[1.0, scale], index=local.columns)
         local, global_terms = local * factor, global_terms * factor
     features = _choose_features(local, features, max_features)

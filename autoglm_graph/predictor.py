@@ -19,6 +19,7 @@ import torch
 
 from ._fitted import FittedNetwork
 from ._glm import GlobalGLM
+from ._terms import GLMTerms
 from ._threads import limit_threads
 from ._validation import check_offset
 from .location import LocationEffect
@@ -51,6 +52,8 @@ class Predictor:
     location_effect : LocationEffect or None, default=None
     network : FittedNetwork or None, default=None
         The fitted network; None for the global GLM (and a location effect).
+    terms : GLMTerms or None, default=None
+        The design columns the global GLM reads (None: all, with an intercept).
     """
 
     preprocessor: TabularPreprocessor
@@ -61,6 +64,15 @@ class Predictor:
     n_jobs: int | None = None
     location_effect: LocationEffect | None = None
     network: FittedNetwork | None = None
+    terms: GLMTerms | None = None
+
+    @property
+    def glm_terms(self) -> GLMTerms:
+        """:attr:`terms`, or every design column with an intercept."""
+        if self.terms is not None:
+            return self.terms
+        n = self.preprocessor.n_features_out_
+        return GLMTerms.from_preprocessor(self.preprocessor, np.arange(n))
 
     def design(self, X) -> np.ndarray:
         """The float64 design of new rows ``X`` (validated as ``predict`` does)."""
@@ -72,14 +84,16 @@ class Predictor:
     def global_eta(self, design: np.ndarray, offset) -> np.ndarray:
         """The global GLM's linear predictor ``[n, n_outputs]`` (offset added)."""
         glm = self.global_glm
-        eta = design.astype(np.float64, copy=False) @ glm.coef.T + glm.intercept
+        design = self.glm_terms.select(design.astype(np.float64, copy=False))
+        eta = design @ glm.coef.T + glm.intercept
         if offset is not None:
             eta = eta + offset[:, None]
         return eta
 
     def to_user_units(self, theta: np.ndarray) -> np.ndarray:
-        """Map ``[..., intercept, slopes]`` on the design to the user's units."""
-        shift, scale = self.preprocessor.design_scaling()
+        """Map ``[..., intercept, slopes]`` on the GLM's terms to the user's units."""
+        terms = self.glm_terms
+        shift, scale = terms.shift, terms.scale
         slopes = theta[..., 1:] / scale
         intercept = theta[..., 0] - slopes @ shift
         return np.concatenate([intercept[..., None], slopes], axis=-1)
@@ -134,14 +148,17 @@ class Predictor:
             for s in range(0, design.shape[0], self.chunk_rows)
         ]
         delta = torch.cat(deltas).double()
+        terms = self.glm_terms
         rows = RowData(
             context=None,
-            design=torch.as_tensor(design, dtype=torch.float64),
+            design=torch.as_tensor(terms.select(design), dtype=torch.float64),
             y=None,
             weight=None,
             eta_global=torch.as_tensor(eta),
         )
-        eta_local, delta = linear_predictor(delta, rows, self.n_outputs)
+        eta_local, delta = linear_predictor(
+            delta, rows, self.n_outputs, intercept=terms.fit_intercept
+        )
         eta_local = eta_local.reshape(eta.shape)
         return eta_local.numpy(), theta + delta.numpy()
 

@@ -306,6 +306,33 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
             start += width
         return blocks
 
+    def categorical_levels(self) -> list[np.ndarray]:
+        """The level of each output column of :meth:`categorical_blocks`.
+
+        Returns
+        -------
+        levels : list of ndarray of str
+            One array per categorical input column, aligned with its block:
+            the level as encoded (a string; ``"infrequent_sklearn"`` for the
+            grouped rare levels, ``"missing"`` for missing values).
+        """
+        check_is_fitted(self)
+        columns = self.column_transformer_.named_steps["columns"]
+        if "categorical" not in columns.named_transformers_:
+            return []
+        kept = self.column_transformer_.named_steps["drop_constant"].get_support()
+        encoder = columns.named_transformers_["categorical"].named_steps["onehot"]
+        start = columns.output_indices_["categorical"].start
+        levels = []
+        for i, width in enumerate(_onehot_widths(encoder)):
+            # Frequent levels in sorted order, then the infrequent one.
+            encoded = encoder._compute_transformed_categories(i, remove_dropped=False)
+            levels.append(
+                np.asarray(encoded, dtype=object)[kept[start : start + width]]
+            )
+            start += width
+        return levels
+
     def transform(self, X: Any, *, dtype: Any = np.float32) -> np.ndarray:
         """Encode ``X`` with the fitted preprocessing.
 
@@ -325,6 +352,8 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
         """
         check_is_fitted(self)
         X = self._validate_input(X, reset=False)
+        if self.n_features_out_ == 0:
+            return self._finalize(np.empty((X.shape[0], 0)), dtype)
         return self._finalize(self.column_transformer_.transform(X), dtype)
 
     def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
@@ -366,21 +395,28 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
         except ValueError as exc:
             if "variance threshold" not in str(exc) or "one sample" in str(exc):
                 raise
-            raise ValueError(
-                f"{exc}: every column of X is constant (or entirely missing), so "
-                "the design has no feature. An intercept-only model (R's y ~ 1) "
-                "is not offered: its fitted mean is the weighted mean of y, "
-                "numpy.average(y, weights=sample_weight), for every family."
-            ) from exc
+            X_out = self._keep_no_feature(X)
         columns = self.column_transformer_.named_steps["columns"]
         try:
             columns.get_feature_names_out()
         except ValueError:  # short names collide: numeric "a_b" vs level "b" of "a"
             columns.set_params(verbose_feature_names_out=True)
         self.n_features_out_ = len(self.get_feature_names_out())
-        self.dropped_columns_ = self._find_dropped_columns(X)
+        self.dropped_columns_ = (
+            {} if self._no_columns else self._find_dropped_columns(X)
+        )
         self._warn_dropped_columns()
         return self._finalize(X_out, dtype)
+
+    def _keep_no_feature(self, X: Any) -> np.ndarray:
+        """Every column is constant (or missing): the design has no feature, as
+        an intercept-only model (R's ``y ~ 1``) reads it."""
+        columns = self.column_transformer_.named_steps["columns"]
+        encoded = columns.fit_transform(X)
+        drop = self.column_transformer_.named_steps["drop_constant"]
+        drop.variances_ = np.zeros(encoded.shape[1])
+        drop.n_features_in_ = encoded.shape[1]
+        return np.empty((encoded.shape[0], 0))
 
     def _find_dropped_columns(self, X: Any) -> dict:
         """Input columns none of whose output features survived, with why."""
@@ -479,6 +515,11 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
 
     def _validate_input(self, X: Any, reset: bool) -> Any:
         """Check ``X`` and, when ``reset``, record the column layout."""
+        if reset:
+            shape = getattr(X, "shape", None)
+            self._no_columns = shape is not None and len(shape) == 2 and shape[1] == 0
+        if getattr(self, "_no_columns", False):
+            return self._validate_no_columns(X, reset)
         on_frame = isinstance(X, pd.DataFrame) if reset else self._fitted_on_frame
         if not on_frame:
             return self._validate_array(X, reset)
@@ -518,6 +559,27 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
             self._warn_unseen_levels(X)
             X = self._match_fitted_levels(X)
         return X
+
+    def _validate_no_columns(self, X: Any, reset: bool) -> np.ndarray:
+        """``X`` without columns (an intercept-only model): one constant
+        stand-in column, which the pipeline drops."""
+        n_samples, n_features = X.shape
+        if n_features != 0:
+            raise ValueError(
+                f"X has {n_features} features, but {type(self).__name__} is "
+                "expecting 0 features as input (it was fitted without columns)."
+            )
+        if n_samples == 0:
+            raise ValueError(
+                f"Found array with 0 sample(s) (shape={X.shape}) while a minimum "
+                f"of 1 is required by {type(self).__name__}."
+            )
+        if reset:
+            self.n_features_in_ = 0
+            self._fitted_on_frame = False
+            self._numeric_idx, self._categorical_idx = [0], []
+            self.numeric_features_, self.categorical_features_ = [], []
+        return np.zeros((n_samples, 1))
 
     def _warn_unseen_levels(self, X: pd.DataFrame) -> None:
         """Warn once about values of categorical columns that ``fit`` never saw.

@@ -96,10 +96,15 @@ class FittedGraphState:
 
 
 def linear_predictor(
-    delta: Tensor, rows: RowData, n_outputs: int
+    delta: Tensor, rows: RowData, n_outputs: int, *, intercept: bool = True
 ) -> tuple[Tensor, Tensor]:
-    """eta_i = eta_global_i + delta_b_i + x_i . delta_beta_i; returns (eta, delta)."""
+    """eta_i = eta_global_i + delta_b_i + x_i . delta_beta_i; returns (eta, delta).
+
+    Without an ``intercept`` there is none to vary: ``delta_b`` is zero.
+    """
     delta = delta.reshape(delta.shape[0], n_outputs, -1)
+    if not intercept:
+        delta = torch.cat([torch.zeros_like(delta[:, :, :1]), delta[:, :, 1:]], 2)
     eta = rows.eta_global + delta[:, :, 0]
     eta = eta + torch.einsum("nkp,np->nk", delta[:, :, 1:], rows.design)
     return (eta[:, 0] if n_outputs == 1 else eta), delta

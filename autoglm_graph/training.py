@@ -93,6 +93,8 @@ class Trainer:
     ema_decay: float = 0.0
     #: The tuned rules of the loop, the search and the network.
     policy: FitPolicy = field(default_factory=FitPolicy)
+    #: Whether the model has an intercept for the network to vary.
+    fit_intercept: bool = True
 
     #: The scalar settings that :meth:`settings` records.
     SETTINGS = (
@@ -430,7 +432,9 @@ class TrainingState:
     # ---------------------------------------------------------------- fitting
     def loss(self, delta: Tensor, rows: RowData) -> tuple[Tensor, Tensor]:
         """Half the weighted deviance plus the local penalty, and the deviance."""
-        eta, delta = linear_predictor(delta, rows, self.config.n_outputs)
+        eta, delta = linear_predictor(
+            delta, rows, self.config.n_outputs, intercept=self.config.fit_intercept
+        )
         deviance = self.config.family.deviance(rows.y, eta, rows.weight)
         penalty = weighted_mean(delta.pow(2).sum(dim=(1, 2)), rows.weight)
         return 0.5 * deviance + self.config.local_penalty * penalty, deviance
@@ -615,7 +619,9 @@ class TrainingState:
         )
 
     def _unit_deviance(self, delta: Tensor, rows: RowData) -> Tensor:
-        eta, _ = linear_predictor(delta, rows, self.config.n_outputs)
+        eta, _ = linear_predictor(
+            delta, rows, self.config.n_outputs, intercept=self.config.fit_intercept
+        )
         return self.config.family.unit_deviance(rows.y, eta)
 
     def _snapshot(self, graph: NeighborGraph, epoch: int) -> FittedGraphState:

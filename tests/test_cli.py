@@ -312,3 +312,16 @@ def test_unwritable_out_is_refused_before_the_work(
     line = _error_line(capsys)
     assert f"{str(data)!r} is a file, not a folder" in line
     assert reads == []  # nothing was read, let alone fitted
+
+
+def test_fit_without_intercept(table, tmp_path):
+    from autoglm_graph.io import load_model
+
+    data = tmp_path / "claims.csv"
+    table.drop(columns=["label"]).to_csv(data, index=False)
+    model_dir = tmp_path / "model"
+    args = ["fit", str(data), "--target", "claims", "--family", "poisson"]
+    assert main([*args, *FAST, "--no-intercept", "--out", str(model_dir)]) == 0
+    model = load_model(model_dir)
+    assert model.fit_intercept is False
+    assert model.intercept_ == 0.0

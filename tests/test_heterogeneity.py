@@ -118,7 +118,12 @@ def test_a_level_is_tested_on_rows_that_can_occur(monkeypatch):
     )
     y = rng.poisson(np.exp(0.3 * X["x"] + (X["c"] == "b") * 0.5)).astype(float)
     model = GraphGLMRegressor(
-        family="poisson", random_state=0, n_jobs=1, max_epochs=3, early_stopping=False
+        family="poisson",
+        categorical_coding="all_levels",  # a term, and a test, for every level
+        random_state=0,
+        n_jobs=1,
+        max_epochs=3,
+        early_stopping=False,
     ).fit(X, y)
     block = model.preprocessor_.categorical_blocks()[0]
     design = model.predictor().design(X)

@@ -191,10 +191,12 @@ def test_constant_columns_dropped(mixed_frame):
     assert (Xt.std(axis=0) > 0).all()
 
 
-def test_all_constant_input_raises():
+def test_all_constant_input_gives_no_feature():
+    # The design of the intercept-only GLM (issue #37).
     X = pd.DataFrame({"a": [1.0, 1.0, 1.0], "b": ["x", "x", "x"]})
-    with pytest.raises(ValueError, match="variance threshold"):
-        TabularPreprocessor().fit(X)
+    pre = TabularPreprocessor().fit(X)
+    assert pre.n_features_out_ == 0
+    assert pre.transform(X).shape == (3, 0)
 
 
 @pytest.mark.parametrize(
@@ -309,9 +311,11 @@ def test_empty_input_raises(mixed_frame, as_frame):
         pre.transform(empty)
 
 
-def test_no_columns_raises():
-    with pytest.raises(ValueError, match=r"0 feature\(s\)"):
-        TabularPreprocessor().fit(pd.DataFrame(index=range(3)))
+def test_no_columns_give_no_feature():
+    pre = TabularPreprocessor().fit(pd.DataFrame(index=range(3)))
+    assert pre.transform(np.empty((2, 0))).shape == (2, 0)
+    with pytest.raises(ValueError, match="expecting 0 features"):
+        pre.transform(np.ones((2, 1)))
 
 
 @pytest.mark.parametrize("as_frame", [True, False])
@@ -401,7 +405,15 @@ def test_output_float32_c_contiguous(mixed_frame):
     np.testing.assert_array_equal(Xt_fit, Xt)
 
 
-@parametrize_with_checks([TabularPreprocessor()])
+@parametrize_with_checks(
+    [TabularPreprocessor()],
+    expected_failed_checks=lambda est: {
+        "check_estimators_empty_data_messages": (
+            "X without columns gives the design of the intercept-only GLM "
+            "(issue #37); 0 samples still raise"
+        )
+    },
+)
 def test_sklearn_compatible(estimator, check):
     check(estimator)
 

@@ -1,0 +1,162 @@
+"""The global GLM's terms: which columns of the design it reads, and how.
+
+The preprocessor's design keeps every level of a categorical column: it is
+the network's context. The global GLM reads a selection of its columns
+(:class:`GLMTerms`): by default each categorical column's base level is left
+out (treatment coding, as R and statsmodels code a factor), so the levels'
+coefficients are contrasts with the base and are identified without a
+penalty. Without an intercept the numeric columns are scaled but not centred
+(centring would add an intercept to the model).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .preprocessing import TabularPreprocessor
+
+__all__ = ["CATEGORICAL_CODINGS", "GLMTerms", "choose_columns"]
+
+#: The values of the estimators' ``categorical_coding`` parameter.
+CATEGORICAL_CODINGS = ("treatment", "all_levels")
+
+
+@dataclass(frozen=True)
+class GLMTerms:
+    """The global GLM's columns of the preprocessed design.
+
+    Attributes
+    ----------
+    columns : ndarray of int
+        Positions, in the preprocessed design, of the GLM's terms.
+    fit_intercept : bool
+    names : ndarray of str
+        The terms' names (``feature_names_out_``).
+    shift, scale : ndarray of shape (n_terms,)
+        Term ``j`` of the GLM's design is ``(u_j - shift[j]) / scale[j]`` in
+        the user's units ``u_j`` (``shift`` is 0 without an intercept).
+    add : ndarray of shape (n_terms,) or None
+        Added to the selected design columns (to undo their centring when
+        there is no intercept); None when nothing is added.
+    """
+
+    columns: np.ndarray
+    fit_intercept: bool
+    names: np.ndarray
+    shift: np.ndarray
+    scale: np.ndarray
+    add: np.ndarray | None
+    full: bool
+
+    @classmethod
+    def from_preprocessor(
+        cls, preprocessor: TabularPreprocessor, columns, fit_intercept: bool = True
+    ) -> GLMTerms:
+        """The terms at ``columns`` of a fitted preprocessor's design."""
+        shift, scale = preprocessor.design_scaling()
+        names = np.asarray(preprocessor.get_feature_names_out(), dtype=object)
+        columns = np.asarray(columns, dtype=np.intp).reshape(-1)
+        shift, scale = shift[columns], scale[columns]
+        add = None
+        if not fit_intercept and np.any(shift != 0):
+            add, shift = shift / scale, np.zeros_like(shift)
+        full = np.array_equal(columns, np.arange(len(names)))
+        return cls(
+            columns, bool(fit_intercept), names[columns], shift, scale, add, full
+        )
+
+    @property
+    def n_terms(self) -> int:
+        return len(self.columns)
+
+    def select(self, design: np.ndarray) -> np.ndarray:
+        """The GLM's design from the preprocessed one (the same array when the
+        GLM reads every column as it is)."""
+        out = design if self.full else design[:, self.columns]
+        if self.add is not None:
+            out = out + self.add.astype(out.dtype, copy=False)
+        return out
+
+
+def choose_columns(
+    preprocessor: TabularPreprocessor,
+    design: np.ndarray,
+    sample_weight: np.ndarray,
+    *,
+    categorical_coding: str = "treatment",
+    base_levels: dict | None = None,
+    fit_intercept: bool = True,
+) -> tuple[np.ndarray, dict]:
+    """The design columns of the GLM's terms, and each categorical column's base.
+
+    The base level of a categorical column is ``base_levels[column]``, or the
+    level with the largest total ``sample_weight`` (ties: the first in sorted
+    order). Without an intercept the first categorical column keeps all its
+    levels (as R codes ``y ~ 0 + f``).
+
+    Returns
+    -------
+    columns : ndarray of int
+    base_levels : dict
+        Categorical column -> its base level (as encoded, a string).
+    """
+    n_columns = design.shape[1]
+    if categorical_coding == "all_levels":
+        if base_levels:
+            raise ValueError(
+                "The 'base_levels' parameter needs categorical_coding='treatment'; "
+                f"got categorical_coding='all_levels' and base_levels={base_levels!r}."
+            )
+        return np.arange(n_columns), {}
+    names = list(preprocessor.categorical_features_)
+    chosen = _check_base_levels(base_levels, names, preprocessor.categorical_levels())
+    dropped, bases = [], {}
+    keep_all = not fit_intercept
+    blocks = preprocessor.categorical_blocks()
+    for name, block, levels in zip(
+        names, blocks, preprocessor.categorical_levels(), strict=True
+    ):
+        if len(block) < 2:
+            continue
+        if keep_all:  # the first factor stands in for the intercept
+            keep_all = False
+            continue
+        if name in chosen:
+            base = int(np.flatnonzero(levels == chosen[name])[0])
+        else:
+            base = int(np.argmax(sample_weight @ design[:, block]))
+        dropped.append(block[base])
+        bases[name] = str(levels[base])
+    return np.setdiff1d(np.arange(n_columns), dropped), bases
+
+
+def _check_base_levels(base_levels, names: list, levels: list) -> dict:
+    """``base_levels`` with each level as encoded; ValueError naming what is
+    unknown."""
+    if base_levels is None:
+        return {}
+    if not isinstance(base_levels, dict):
+        raise ValueError(
+            "The 'base_levels' parameter must be None or a dict of categorical "
+            f"column -> level; got {base_levels!r}."
+        )
+    by_name = {str(n): (n, lv) for n, lv in zip(names, levels, strict=True)}
+    unknown = [c for c in base_levels if str(c) not in by_name]
+    if unknown:
+        raise ValueError(
+            f"The 'base_levels' parameter names column(s) {unknown!r} that are "
+            f"not categorical columns of X (categorical columns: {names!r})."
+        )
+    chosen = {}
+    for column, level in base_levels.items():
+        name, encoded = by_name[str(column)]
+        if str(level) not in set(encoded.tolist()):
+            raise ValueError(
+                f"The 'base_levels' parameter gives level {level!r} for column "
+                f"{column!r}, which is not one of its levels "
+                f"{[str(v) for v in encoded]!r}."
+            )
+        chosen[name] = str(level)
+    return chosen
