@@ -69,7 +69,7 @@ def mixed_target(mixed_frame: pd.DataFrame) -> np.ndarray:
     return np.exp(eta + rng.normal(0.0, 0.2, size=len(X)))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def poisson_600() -> tuple[np.ndarray, np.ndarray]:
     """600 rows of a Poisson GLM whose coefficients vary between groups of rows
     (the small fit of the training, checkpoint and random-stream tests)."""
