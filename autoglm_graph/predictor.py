@@ -21,6 +21,7 @@ from ._fitted import FittedNetwork
 from ._glm import GlobalGLM
 from ._threads import limit_threads
 from ._validation import check_offset
+from .constraints import CoefficientMap
 from .location import LocationEffect
 from .preprocessing import TabularPreprocessor
 from .training import RowData, linear_predictor
@@ -51,6 +52,9 @@ class Predictor:
     location_effect : LocationEffect or None, default=None
     network : FittedNetwork or None, default=None
         The fitted network; None for the global GLM (and a location effect).
+    coef_map : CoefficientMap or None, default=None
+        The constraints on the network's deviations
+        (:mod:`autoglm_graph.constraints`); None: none.
     """
 
     preprocessor: TabularPreprocessor
@@ -61,6 +65,7 @@ class Predictor:
     n_jobs: int | None = None
     location_effect: LocationEffect | None = None
     network: FittedNetwork | None = None
+    coef_map: CoefficientMap | None = None
 
     def design(self, X) -> np.ndarray:
         """The float64 design of new rows ``X`` (validated as ``predict`` does)."""
@@ -141,7 +146,7 @@ class Predictor:
             weight=None,
             eta_global=torch.as_tensor(eta),
         )
-        eta_local, delta = linear_predictor(delta, rows, self.n_outputs)
+        eta_local, delta = linear_predictor(delta, rows, self.n_outputs, self.coef_map)
         eta_local = eta_local.reshape(eta.shape)
         return eta_local.numpy(), theta + delta.numpy()
 

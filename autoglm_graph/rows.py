@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .constraints import CoefficientMap
 from .graph import NeighborGraph
 from .modules import GraphGLMNet, SourceStates
 
@@ -96,10 +97,16 @@ class FittedGraphState:
 
 
 def linear_predictor(
-    delta: Tensor, rows: RowData, n_outputs: int
+    delta: Tensor, rows: RowData, n_outputs: int, coef_map: CoefficientMap | None = None
 ) -> tuple[Tensor, Tensor]:
-    """eta_i = eta_global_i + delta_b_i + x_i . delta_beta_i; returns (eta, delta)."""
+    """eta_i = eta_global_i + delta_b_i + x_i . delta_beta_i; returns (eta, delta).
+
+    ``coef_map`` maps the network's output to the deviations first (the
+    constraints of :mod:`autoglm_graph.constraints`); None: they are the same.
+    """
     delta = delta.reshape(delta.shape[0], n_outputs, -1)
+    if coef_map is not None:
+        delta = coef_map.apply(delta)
     eta = rows.eta_global + delta[:, :, 0]
     eta = eta + torch.einsum("nkp,np->nk", delta[:, :, 1:], rows.design)
     return (eta[:, 0] if n_outputs == 1 else eta), delta

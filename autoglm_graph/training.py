@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 
 from ._random import on_device
 from ._timing import PhaseTimes
+from .constraints import CoefficientMap
 from .epochs import CachedStateEpochs, full_batch_epoch, minibatch_epoch
 from .families import Family
 from .graph import NeighborGraph
@@ -93,6 +94,9 @@ class Trainer:
     ema_decay: float = 0.0
     #: The tuned rules of the loop, the search and the network.
     policy: FitPolicy = field(default_factory=FitPolicy)
+    #: The constraints on the deviations (terms held global, signs kept);
+    #: None: the network's output is the deviation.
+    coef_map: CoefficientMap | None = None
 
     #: The scalar settings that :meth:`settings` records.
     SETTINGS = (
@@ -430,7 +434,9 @@ class TrainingState:
     # ---------------------------------------------------------------- fitting
     def loss(self, delta: Tensor, rows: RowData) -> tuple[Tensor, Tensor]:
         """Half the weighted deviance plus the local penalty, and the deviance."""
-        eta, delta = linear_predictor(delta, rows, self.config.n_outputs)
+        eta, delta = linear_predictor(
+            delta, rows, self.config.n_outputs, self.config.coef_map
+        )
         deviance = self.config.family.deviance(rows.y, eta, rows.weight)
         penalty = weighted_mean(delta.pow(2).sum(dim=(1, 2)), rows.weight)
         return 0.5 * deviance + self.config.local_penalty * penalty, deviance
@@ -615,7 +621,9 @@ class TrainingState:
         )
 
     def _unit_deviance(self, delta: Tensor, rows: RowData) -> Tensor:
-        eta, _ = linear_predictor(delta, rows, self.config.n_outputs)
+        eta, _ = linear_predictor(
+            delta, rows, self.config.n_outputs, self.config.coef_map
+        )
         return self.config.family.unit_deviance(rows.y, eta)
 
     def _snapshot(self, graph: NeighborGraph, epoch: int) -> FittedGraphState:
