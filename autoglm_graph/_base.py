@@ -44,6 +44,7 @@ from ._validation import (
     resolve_device,
     resolve_precision,
 )
+from .constraints import CoefficientMap, check_constraint_params, coefficient_map
 from .families import Family, NegativeBinomialFamily
 from .modules import MESSAGE_PASSING, NetConfig
 from .policy import FitPolicy
@@ -85,6 +86,8 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
         location_columns: list | None = None,
         location_neighbors: int | str = "auto",
         local_penalty: float = 1e-3,
+        global_terms: list | None = None,
+        local_sign: dict | None = None,
         learning_rate: float = 6e-3,
         weight_decay: float = 1e-4,
         ema_decay: float = 0.9,
@@ -121,6 +124,8 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
         self.location_columns = location_columns
         self.location_neighbors = location_neighbors
         self.local_penalty = local_penalty
+        self.global_terms = global_terms
+        self.local_sign = local_sign
         self.learning_rate = learning_rate
         self.weight_decay = weight_decay
         self.ema_decay = ema_decay
@@ -207,6 +212,7 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
                 "location_neighbors", self.location_neighbors, integer=True, low=1
             )
         check_number("local_penalty", self.local_penalty, low=0, allow_inf=True)
+        check_constraint_params(self.global_terms, self.local_sign)
         check_number("learning_rate", self.learning_rate, low=0, low_open=True)
         check_number("weight_decay", self.weight_decay, low=0)
         if self.fit_policy is not None and not isinstance(self.fit_policy, FitPolicy):
@@ -341,6 +347,7 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
         del glm_design
         self.global_glm_ = glm
         self._set_global_coefficients(glm)
+        self._coefficient_map()  # names and the GLM's signs, before training
         self._fitted = None
         self._validation_positions = None
         self.network_ = None
@@ -567,6 +574,7 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
             verbose=self.verbose,
             policy=policy,
             fit_intercept=self._terms.fit_intercept,
+            coef_map=self._coefficient_map(),
         )
 
     def _row_data(
@@ -625,6 +633,18 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
             location_effect=getattr(self, "location_effect_", None),
             network=getattr(self, "_fitted", None),
             terms=getattr(self, "_terms", None),
+            coef_map=self._coefficient_map(),
+        )
+
+    def _coefficient_map(self) -> CoefficientMap | None:
+        """The constraints ``global_terms`` and ``local_sign`` on the fitted
+        design (None without; an estimator saved before they existed too)."""
+        return coefficient_map(
+            getattr(self, "global_terms", None),
+            getattr(self, "local_sign", None),
+            self.preprocessor_,
+            self.global_glm_,
+            getattr(self, "_terms", None),
         )
 
     def _choose_terms(self, design, sample_weight) -> GLMTerms:

@@ -196,6 +196,50 @@ class _ReadingMixin:
             self, X, y, sample_weight, offset, cov_type=cov_type, weights=weights
         )
 
+    def factor_table(
+        self,
+        X,
+        y=None,
+        sample_weight=None,
+        offset=None,
+        *,
+        alpha: float = 0.05,
+        cov_type: str = "fisher",
+        weights: str = "variance",
+    ) -> pd.DataFrame:
+        """Per term and level: relativity, its interval, weight and local spread.
+
+        See :func:`autoglm_graph.tariffs.factor_table`.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,), default=None
+            With the data of the fit, the standard errors and intervals
+            (else NaN).
+        sample_weight, offset : array-like of shape (n_samples,), default=None
+        alpha : float, default=0.05
+        cov_type : {"fisher", "sandwich"}, default="fisher"
+        weights : {"variance", "frequency"}, default="variance"
+
+        Returns
+        -------
+        DataFrame
+            One row per term and level (see the function).
+        """
+        from .tariffs import factor_table
+
+        return factor_table(
+            self,
+            X,
+            y,
+            sample_weight,
+            offset,
+            alpha=alpha,
+            cov_type=cov_type,
+            weights=weights,
+        )
+
     def local_coef_summary(self, X, offset=None) -> pd.DataFrame:
         """How the per-row coefficients vary over the rows of X, per term.
 

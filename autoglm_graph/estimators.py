@@ -124,6 +124,18 @@ _COMMON_PARAMS_DOC = """
     local_penalty : float, default=1e-3
         Penalty on the squared per-row coefficient deviations. ``numpy.inf``
         gives exactly the global GLM (no network is trained).
+    global_terms : list of str or None, default=None
+        Terms whose coefficient is the same for every row (a regulated or
+        protected factor): names in ``feature_names_out_``, categorical input
+        columns (all their levels) or ``"intercept"`` (constant in the user's
+        units). The network outputs no deviation for them, so ``local_coef``
+        has no spread there on any rows (:mod:`autoglm_graph.constraints`).
+    local_sign : dict of str to {"positive", "negative"} or None, default=None
+        Slopes (names as in ``global_terms``) whose per-row coefficient keeps
+        a sign on any row: it is the global coefficient times
+        ``exp(deviation)``. ``fit`` raises a ValueError when the global GLM's
+        own coefficient has the other sign or is 0. Neither constraint is in
+        the default search space, nor set by the command line.
     learning_rate : float, default=6e-3
         AdamW learning rate. 6e-3 rather than 3e-3: on the 13 benchmark-suite
         datasets where the network is kept (two seeds; ``diamonds`` one), 23 %
@@ -335,6 +347,8 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
         location_columns: list | None = None,
         location_neighbors: int | str = "auto",
         local_penalty: float = 1e-3,
+        global_terms: list | None = None,
+        local_sign: dict | None = None,
         learning_rate: float = 6e-3,
         weight_decay: float = 1e-4,
         ema_decay: float = 0.9,
@@ -376,6 +390,8 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
             location_columns=location_columns,
             location_neighbors=location_neighbors,
             local_penalty=local_penalty,
+            global_terms=global_terms,
+            local_sign=local_sign,
             learning_rate=learning_rate,
             weight_decay=weight_decay,
             ema_decay=ema_decay,

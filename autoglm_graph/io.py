@@ -94,6 +94,7 @@ from ._io_checks import (
 from ._saving import ESTIMATORS, register_estimator, save_model
 from ._terms import GLMTerms
 from ._validation import resolve_device
+from .constraints import check_constraint_params
 from .families import get_family
 from .location import LocationEffect
 from .preprocessing import TabularPreprocessor
@@ -410,6 +411,8 @@ def _params_from_json(cls, params) -> dict:
                 raise ModelFileError(
                     f"base_levels must map columns to levels; got {value!r}."
                 )
+        elif key in _CONSTRAINT_PARAMS and value is not None:
+            value = _constraint_from_json(key, value)
         elif not isinstance(value, _SCALARS):
             raise ModelFileError(
                 f"The parameter {key!r} must be a number, string, bool or null; "
@@ -428,6 +431,24 @@ def _params_from_json(cls, params) -> dict:
                 f"for ({high})."
             )
     return out
+
+
+#: The constraint parameters (a list of names; a dict of names to signs).
+_CONSTRAINT_PARAMS = ("global_terms", "local_sign")
+
+
+def _constraint_from_json(key: str, value):
+    """``global_terms`` or ``local_sign`` as saved, checked as ``fit`` checks it."""
+    try:
+        if key == "global_terms" and isinstance(value, list):
+            check_constraint_params(value, None)
+            return value
+        if key == "local_sign" and isinstance(value, dict):
+            check_constraint_params(None, value)
+            return value
+    except ValueError as error:
+        raise ModelFileError(str(error)) from None
+    raise ModelFileError(f"The parameter {key!r} has the wrong type; got {value!r}.")
 
 
 def _fit_policy_from_json(spec: dict):

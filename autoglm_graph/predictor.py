@@ -22,6 +22,7 @@ from ._glm import GlobalGLM
 from ._terms import GLMTerms
 from ._threads import limit_threads
 from ._validation import check_offset
+from .constraints import CoefficientMap
 from .location import LocationEffect
 from .preprocessing import TabularPreprocessor
 from .training import RowData, linear_predictor
@@ -54,6 +55,9 @@ class Predictor:
         The fitted network; None for the global GLM (and a location effect).
     terms : GLMTerms or None, default=None
         The design columns the global GLM reads (None: all, with an intercept).
+    coef_map : CoefficientMap or None, default=None
+        The constraints on the network's deviations
+        (:mod:`autoglm_graph.constraints`); None: none.
     """
 
     preprocessor: TabularPreprocessor
@@ -65,6 +69,7 @@ class Predictor:
     location_effect: LocationEffect | None = None
     network: FittedNetwork | None = None
     terms: GLMTerms | None = None
+    coef_map: CoefficientMap | None = None
 
     @property
     def glm_terms(self) -> GLMTerms:
@@ -157,7 +162,7 @@ class Predictor:
             eta_global=torch.as_tensor(eta),
         )
         eta_local, delta = linear_predictor(
-            delta, rows, self.n_outputs, intercept=terms.fit_intercept
+            delta, rows, self.n_outputs, self.coef_map, intercept=terms.fit_intercept
         )
         eta_local = eta_local.reshape(eta.shape)
         return eta_local.numpy(), theta + delta.numpy()

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .constraints import CoefficientMap
 from .graph import NeighborGraph
 from .modules import GraphGLMNet, SourceStates
 
@@ -96,13 +97,22 @@ class FittedGraphState:
 
 
 def linear_predictor(
-    delta: Tensor, rows: RowData, n_outputs: int, *, intercept: bool = True
+    delta: Tensor,
+    rows: RowData,
+    n_outputs: int,
+    coef_map: CoefficientMap | None = None,
+    *,
+    intercept: bool = True,
 ) -> tuple[Tensor, Tensor]:
     """eta_i = eta_global_i + delta_b_i + x_i . delta_beta_i; returns (eta, delta).
 
+    ``coef_map`` maps the network's output to the deviations first (the
+    constraints of :mod:`autoglm_graph.constraints`); None: they are the same.
     Without an ``intercept`` there is none to vary: ``delta_b`` is zero.
     """
     delta = delta.reshape(delta.shape[0], n_outputs, -1)
+    if coef_map is not None:
+        delta = coef_map.apply(delta)
     if not intercept:
         delta = torch.cat([torch.zeros_like(delta[:, :, :1]), delta[:, :, 1:]], 2)
     eta = rows.eta_global + delta[:, :, 0]

@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 
 from ._random import on_device
 from ._timing import PhaseTimes
+from .constraints import CoefficientMap
 from .epochs import CachedStateEpochs, full_batch_epoch, minibatch_epoch
 from .families import Family
 from .graph import NeighborGraph
@@ -95,6 +96,9 @@ class Trainer:
     policy: FitPolicy = field(default_factory=FitPolicy)
     #: Whether the model has an intercept for the network to vary.
     fit_intercept: bool = True
+    #: The constraints on the deviations (terms held global, signs kept);
+    #: None: the network's output is the deviation.
+    coef_map: CoefficientMap | None = None
 
     #: The scalar settings that :meth:`settings` records.
     SETTINGS = (
@@ -433,7 +437,11 @@ class TrainingState:
     def loss(self, delta: Tensor, rows: RowData) -> tuple[Tensor, Tensor]:
         """Half the weighted deviance plus the local penalty, and the deviance."""
         eta, delta = linear_predictor(
-            delta, rows, self.config.n_outputs, intercept=self.config.fit_intercept
+            delta,
+            rows,
+            self.config.n_outputs,
+            self.config.coef_map,
+            intercept=self.config.fit_intercept,
         )
         deviance = self.config.family.deviance(rows.y, eta, rows.weight)
         penalty = weighted_mean(delta.pow(2).sum(dim=(1, 2)), rows.weight)
@@ -620,7 +628,11 @@ class TrainingState:
 
     def _unit_deviance(self, delta: Tensor, rows: RowData) -> Tensor:
         eta, _ = linear_predictor(
-            delta, rows, self.config.n_outputs, intercept=self.config.fit_intercept
+            delta,
+            rows,
+            self.config.n_outputs,
+            self.config.coef_map,
+            intercept=self.config.fit_intercept,
         )
         return self.config.family.unit_deviance(rows.y, eta)
 
