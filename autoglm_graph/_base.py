@@ -511,6 +511,10 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
             positions=train_pos,
             index=result.index,
         )
+        with times.phase("prediction_index"):
+            self._fitted.fit_prediction_index(
+                None if val is None else val.context, _policy_of(self)
+            )
         self.network_ = self._fitted.net
         return None
 

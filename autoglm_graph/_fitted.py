@@ -25,9 +25,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ._prediction_index import PredictionIndex, fit_prediction_index
 from .graph import NeighborGraph
 from .modules import GraphGLMNet, NetConfig, SourceStates
 from .neighbors import CosineNeighbors, cosine_topk
+from .policy import FitPolicy
 from .rows import GraphConfig, RowData, autocast, query_forward
 
 __all__ = [
@@ -98,6 +100,10 @@ class FittedNetwork:
     #: ``(base, index)``: the search index over the training rows' vectors
     #: ``base`` (built at the first query, or handed over by the fit); not saved.
     index: tuple | None = field(default=None, repr=False, compare=False)
+    #: The settings of the prediction index the fit calibrated (saved; the
+    #: index is rebuilt from them), None for the exact search
+    #: (:mod:`autoglm_graph._prediction_index`).
+    prediction_index: PredictionIndex | None = None
 
     # ---------------------------------------------------------------- queries
     @property
@@ -118,15 +124,60 @@ class FittedNetwork:
         """
         base = self.base_vectors()
         if self.index is None or self.index[0] is not base:
-            index = CosineNeighbors(
-                self.graph.n_neighbors,
-                device=base.device,
-                dtype=base.dtype,
-                backend=self.graph.backend,
-            ).fit(base)
+            if self.prediction_index is not None:
+                index = self.prediction_index.build(base, self.graph.n_neighbors)
+            else:
+                index = CosineNeighbors(
+                    self.graph.n_neighbors,
+                    device=base.device,
+                    dtype=base.dtype,
+                    backend=self.graph.backend,
+                ).fit(base)
             self.index = (base, index)
         graph = self.index[1].kneighbors(queries, self.graph.n_neighbors)
         return graph.narrowed(threshold=self.graph.threshold)
+
+    def graph_vectors(self, context: Tensor) -> tuple[Tensor, Tensor]:
+        """``(z, queries)``: the encoder's output for rows ``context`` and
+        their vectors in the graph's space."""
+        with autocast(self.precision, self.device.type):
+            z = self.net.eval().encode(context)
+        return z, context if self.graph.space == "input" else z
+
+    @torch.no_grad()
+    def fit_prediction_index(
+        self, held_out: Tensor | None, policy: FitPolicy
+    ) -> PredictionIndex | None:
+        """Build the prediction index at the end of a fit, where it pays.
+
+        Under ``graph_backend="auto"`` on a CPU with faiss installed, from
+        ``policy.predict_index_min_rows`` training rows and unless the fit
+        handed over an index; ``held_out`` (rows' context, e.g. the
+        validation rows) calibrates it (see
+        :mod:`autoglm_graph._prediction_index`).
+        """
+        from ._faiss import faiss_available
+
+        base = self.base_vectors()
+        if (
+            self.graph.backend != "auto"
+            or self.index is not None
+            or self.device.type != "cpu"
+            or base.shape[0] < max(1, policy.predict_index_min_rows)
+            or not faiss_available()
+        ):
+            return None
+        queries = None if held_out is None else self.graph_vectors(held_out)[1]
+        found = fit_prediction_index(
+            base.float(),
+            None if queries is None else queries.float(),
+            self.graph.n_neighbors,
+            policy.predict_index_recall,
+        )
+        if found is not None:
+            self.prediction_index, index = found
+            self.index = (base, index)
+        return self.prediction_index
 
     @torch.no_grad()
     def query(
@@ -143,9 +194,7 @@ class FittedNetwork:
         ``return_graph`` (as ``(out, graph)``).
         """
         net = self.net.eval()
-        with autocast(self.precision, self.device.type):
-            z = net.encode(context)
-        queries = context if self.graph.space == "input" else z
+        z, queries = self.graph_vectors(context)
         graph = self.search(queries.float())
         adjacency = net.adjacency(graph, n_src=self.rows.context.shape[0])
         out = query_forward(
@@ -219,6 +268,8 @@ class FittedNetwork:
             "train_rows": present,
             "n_train": int(self.rows.y.shape[0]),
         }
+        if self.prediction_index is not None:
+            config["prediction_index"] = self.prediction_index.to_config()
         return config, tensors
 
     @classmethod
@@ -261,6 +312,9 @@ class FittedNetwork:
             value = tensors[_TENSOR_NAMES.get(f.name, f.name)]
             numpy = f.metadata["numpy"]
             fields[f.name] = value.numpy().astype(np.int64) if numpy else value.to(dev)
+        prediction_index = config.get("prediction_index")
+        if prediction_index is not None:
+            prediction_index = PredictionIndex.from_config(prediction_index)
         return cls(
             net=net,
             graph=graph,
@@ -269,6 +323,7 @@ class FittedNetwork:
             training=trainer,
             rows=rows,
             states=states,
+            prediction_index=prediction_index,
             **fields,
         )
 

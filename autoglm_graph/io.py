@@ -91,6 +91,7 @@ from ._io_checks import (
     expected_shapes,
     family_from_json,
 )
+from ._prediction_index import PredictionIndex
 from ._saving import ESTIMATORS, register_estimator, save_model
 from ._terms import GLMTerms
 from ._validation import resolve_device
@@ -505,5 +506,10 @@ def _restore_network(
         0 <= int(positions.min()) <= int(positions.max()) < n_rows
     ):
         raise ModelFileError("train_positions do not index the training rows.")
+    if network.get("prediction_index") is not None:
+        try:
+            PredictionIndex.from_config(network["prediction_index"])
+        except ValueError as exc:
+            raise ModelFileError(str(exc)) from None
     config = {**network, "net": checked_net_spec(network["net"])}
     return FittedNetwork.from_state(config, tensors, device)

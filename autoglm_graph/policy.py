@@ -104,6 +104,15 @@ class FitPolicy:
     predict_chunk : int, default=8192
         Rows per chunk at prediction: bounds memory; results do not depend
         on it.
+    predict_index_min_rows : int, default=50_000
+        Training rows from which a fit (``graph_backend="auto"``, on a CPU,
+        faiss installed) builds an HNSW index over their graph-space vectors
+        for prediction, calibrated to ``predict_index_recall``; below, or where
+        no setting reaches it, prediction searches exactly
+        (``docs/decisions/prediction_index.md``).
+    predict_index_recall : float, default=0.99
+        Recall@k against the exact search that the prediction index reaches
+        on held-out rows (``docs/decisions/prediction_index.md``).
 
     Examples
     --------
@@ -133,6 +142,8 @@ class FitPolicy:
     all_heads_max_src_rows: int = 60_000
     min_rows_for_network: int = 10
     predict_chunk: int = 8192
+    predict_index_min_rows: int = 50_000
+    predict_index_recall: float = 0.99
 
     #: The fields that are counts of at least one (rows, epochs, parts).
     _POSITIVE = (
@@ -153,6 +164,7 @@ class FitPolicy:
         "faiss_exact_min_rows",
         "faiss_exact_min_dim",
         "all_heads_max_src_rows",
+        "predict_index_min_rows",
     )
 
     def __post_init__(self) -> None:
@@ -180,9 +192,8 @@ class FitPolicy:
             )
         for name in ("refresh_jump_stop", "stall_standard_errors", "progress_delay_s"):
             _check_real(name, getattr(self, name), low=0.0, high=float("inf"))
-        _check_real(
-            "refresh_distinct_max_share", self.refresh_distinct_max_share, 0.0, 1.0
-        )
+        for name in ("refresh_distinct_max_share", "predict_index_recall"):
+            _check_real(name, getattr(self, name), 0.0, 1.0)
 
     def __repr__(self) -> str:
         # The fields that differ from the defaults, as scikit-learn's reprs.

@@ -49,7 +49,7 @@ if not __package__:  # ``python benchmarks/X.py``: import ``benchmarks`` from th
 import numpy as np
 import torch
 
-from benchmarks._lib import memory, predict, threads
+from benchmarks._lib import memory, predict, predict_index, threads
 from benchmarks._lib.common import command_line, cpu_name, dispatch, to_markdown
 
 
@@ -258,7 +258,12 @@ def fit_part(args) -> list[dict]:
     return rows
 
 
-PARTS = {"memory": memory.main, "predict": predict.main, "threads": threads.main}
+PARTS = {
+    "memory": memory.main,
+    "predict": predict.main,
+    "predict_index": predict_index.main,
+    "threads": threads.main,
+}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -39,6 +39,9 @@ BEFORE = dict(
     all_heads_max_src_rows=60_000,
     min_rows_for_network=10,
     predict_chunk=8192,
+    # Fields added since, with their defaults (docs/decisions/prediction_index.md).
+    predict_index_min_rows=50_000,
+    predict_index_recall=0.99,
 )
 
 
