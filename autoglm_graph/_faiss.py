@@ -19,36 +19,69 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-#: HNSW parameters measured on isotropic Gaussian rows, the hard case (100k x 32,
-#: k = 16, one thread, recall@16 of a 2k-query sample against exact search):
-#: M = 32 with efConstruction = 80 and efSearch = 51 reaches 0.978 in ~25 s;
-#: efConstruction = 40 stays at 0.92-0.95 whatever efSearch, M = 16 or 24 lose
-#: 2-5 points at equal efSearch, and efConstruction = 100-128 buys ~0.5 point for
-#: 30 % more build time.
-DEFAULT_M = 32
-DEFAULT_EF_CONSTRUCTION = 80
-#: Without an explicit efSearch, the index calibrates one per kind of search
-#: (number of results; indexed rows or new rows): the smallest efSearch on a
-#: ladder (k' times these factors) whose recall@k on a sample of that search's
-#: first queries (exact answers from the index's own flat storage) reaches
-#: ``DEFAULT_TARGET_RECALL``. A fixed efSearch either
-#: wastes time on easy, clustered rows (flights: 0.997 at efSearch 48) or loses
-#: recall on hard ones (isotropic rows, 1M: 0.92 at efSearch 51).
-DEFAULT_TARGET_RECALL = 0.95
-_CALIBRATION_ROWS = 1000
-#: An IVF index is calibrated at every embedding refresh, so its sample is
-#: smaller: on 20k clustered rows (24 dimensions, k = 16, four seeds) 250 rows
-#: chose the same nprobe as 1000 (24, true recall 0.956-0.958), their recall
-#: estimates 0.003-0.005 apart, and a refresh of 12k (36k) rows with its
-#: validation rows took 0.30 s (1.46 s) instead of 0.51 s (2.12 s).
-_IVF_CALIBRATION_ROWS = 250
-_EF_LADDER = (1, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32)
-_MAX_EF_SEARCH = 1024
+
+@dataclass(frozen=True)
+class IndexSettings:
+    """Defaults of the approximate indexes and of their recall calibration.
+
+    Measured on the suite's embeddings and on synthetic rows
+    (``docs/decisions/neighbor_search.md``).
+
+    Attributes
+    ----------
+    m : int, default=32
+        HNSW graph degree (M = 16 or 24 lost 2-5 points of recall at equal
+        efSearch on isotropic rows).
+    ef_construction : int, default=80
+        HNSW candidate list while inserting (40 stayed at recall 0.92-0.95
+        whatever efSearch; 100-128 bought ~0.5 point for 30 % more build time).
+    target_recall : float, default=0.95
+        Recall@k that an index without an explicit efSearch or nprobe
+        calibrates for, per kind of search (a fixed efSearch wastes time on
+        clustered rows or loses recall on isotropic ones).
+    calibration_rows : int, default=1000
+        Queries answered exactly to measure an HNSW setting's recall.
+    ivf_calibration_rows : int, default=250
+        The same for IVF, calibrated at every embedding refresh (250 rows chose
+        the same nprobe as 1000 on 20k clustered rows, 0.6x the refresh time).
+    ef_ladder : tuple of float
+        efSearch candidates, as multiples of the results asked for.
+    max_ef_search : int, default=1024
+        The largest efSearch tried.
+    nprobe_ladder : tuple of int
+        IVF lists scanned per query, tried in order (of ``sqrt(n)`` lists; at
+        90k isotropic rows recall@16 is 0.80 at 8, 0.98 at 32).
+    max_nprobe_fraction : float, default=0.25
+        The ladder stops at this share of the lists: where it does not reach
+        the target, the exact search is cheaper and is used instead.
+    prediction_m, prediction_ef_construction : int, default=32, 40
+        HNSW degree and insertion candidates of the prediction index: on a
+        trained 64-dimensional embedding of 45k-90k clustered rows,
+        efConstruction 40 reaches recall@16 0.99 at the same efSearch as 80 in
+        half the build (``docs/decisions/prediction_index.md``).
+    """
+
+    m: int = 32
+    ef_construction: int = 80
+    target_recall: float = 0.95
+    calibration_rows: int = 1000
+    ivf_calibration_rows: int = 250
+    ef_ladder: tuple[float, ...] = (1, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+    max_ef_search: int = 1024
+    nprobe_ladder: tuple[int, ...] = (8, 12, 16, 24, 32, 48, 64)
+    max_nprobe_fraction: float = 0.25
+    prediction_m: int = 32
+    prediction_ef_construction: int = 40
+
+
+#: The defaults every index and calibration reads.
+INDEX = IndexSettings()
 #: Similarities this close to the k-th exact one count as ties (float32 sums).
 _TIE_TOLERANCE = 1e-5
 
@@ -169,7 +202,7 @@ class HNSWIndex(_Index):
         Candidate-list size while inserting rows.
     ef_search : int or None
         Candidate-list size while searching; ``None`` calibrates one per number
-        of results asked for (see :data:`DEFAULT_TARGET_RECALL`). Raised to at
+        of results asked for (see :class:`IndexSettings`). Raised to at
         least the number of results asked for.
     target_recall : float
         Recall@k that the calibration aims for (ignored with ``ef_search``).
@@ -178,10 +211,10 @@ class HNSWIndex(_Index):
     def __init__(
         self,
         base: torch.Tensor,
-        m: int = DEFAULT_M,
-        ef_construction: int = DEFAULT_EF_CONSTRUCTION,
+        m: int = INDEX.m,
+        ef_construction: int = INDEX.ef_construction,
         ef_search: int | None = None,
-        target_recall: float = DEFAULT_TARGET_RECALL,
+        target_recall: float = INDEX.target_recall,
     ) -> None:
         faiss = import_faiss()
         self.ef_search = ef_search
@@ -210,7 +243,8 @@ class HNSWIndex(_Index):
             faiss = import_faiss()
             ladder = list(
                 dict.fromkeys(
-                    min(_MAX_EF_SEARCH, math.ceil(f * k_searched)) for f in _EF_LADDER
+                    min(INDEX.max_ef_search, math.ceil(f * k_searched))
+                    for f in INDEX.ef_ladder
                 )
             )
             with _faiss_threads(faiss):
@@ -238,25 +272,6 @@ class HNSWIndex(_Index):
         return _search_at(self.index, data, k, ef)
 
 
-#: IVF-flat lists: ``sqrt(n)``. Without an explicit nprobe (lists each query
-#: scans), the index calibrates one per search as HNSW does its efSearch
-#: (``DEFAULT_TARGET_RECALL`` on a sample of the queries): the smallest on
-#: ``_NPROBE_LADDER`` that reaches it. Measured on the suite's trained
-#: embeddings (64 dimensions, k = 16, one thread, build + search of the rows
-#: among themselves, against the exact tiled search): nprobe 8 of sqrt(n) lists
-#: gives recall@16 0.98 at 4k rows in 0.07 s (exact 0.18 s), at 15k rows
-#: (``hi``) in 0.3-0.4 s (0.9-1.4 s), at 36k rows (``diamonds``) in 1.1 s
-#: (5.2 s). Isotropic Gaussian rows (32 dimensions, no structure to partition
-#: by) reach only 0.6 at nprobe 8 of 63 lists: there calibration climbs the
-#: ladder, and where even a quarter of the lists does not reach the target,
-#: the exact search is cheaper and is used instead. The ladder goes on to a
-#: quarter of the lists: at 90k rows (``scale.py``'s synthetic data, d = 32,
-#: the untrained encoder's embedding, 300 lists, two threads) recall@16 is
-#: 0.80 at nprobe 8, 0.92 at 16, 0.98 at 32 and 0.998 at 75, for about 3, 5,
-#: 10 and 22 s against 36 s for the exact search; a ladder that stopped at 16
-#: sent every refresh of that fit to the exact search.
-_NPROBE_LADDER = (8, 12, 16, 24, 32, 48, 64)
-_MAX_NPROBE_FRACTION = 0.25
 #: faiss's k-means wants at least 39 training rows per list (it warns below).
 _MIN_ROWS_PER_LIST = 39
 
@@ -287,7 +302,7 @@ class IVFIndex(_Index):
         base: torch.Tensor,
         nlist: int | None = None,
         nprobe: int | None = None,
-        target_recall: float = DEFAULT_TARGET_RECALL,
+        target_recall: float = INDEX.target_recall,
     ) -> None:
         faiss = import_faiss()
         self.n_rows, self.dim = (int(s) for s in base.shape)
@@ -317,8 +332,8 @@ class IVFIndex(_Index):
         if self.nprobe is not None:
             return self.nprobe
         faiss = import_faiss()
-        most = max(1, int(_MAX_NPROBE_FRACTION * self.nlist))
-        ladder = [p for p in _NPROBE_LADDER if p <= most] or [most]
+        most = max(1, int(INDEX.max_nprobe_fraction * self.nlist))
+        ladder = [p for p in INDEX.nprobe_ladder if p <= most] or [most]
         with _faiss_threads(faiss):
             self.calibration = _calibrate(
                 lambda sample, k: _sample_topk(sample, self.data, k),
@@ -328,7 +343,7 @@ class IVFIndex(_Index):
                 k_searched,
                 exclude_self,
                 self.target_recall,
-                sample_rows=_IVF_CALIBRATION_ROWS,
+                sample_rows=INDEX.ivf_calibration_rows,
             )
         return self.calibration[0]
 
@@ -377,7 +392,7 @@ def _calibrate(
     k_searched: int,
     exclude_self: bool,
     target_recall: float,
-    sample_rows: int = _CALIBRATION_ROWS,
+    sample_rows: int = INDEX.calibration_rows,
 ) -> tuple[int | None, float]:
     """The first setting on ``ladder`` whose recall on ``queries`` reaches the target.
 

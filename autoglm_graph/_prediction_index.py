@@ -27,17 +27,12 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import Tensor
 
+from ._faiss import INDEX
 from ._threads import limit_threads
 from .neighbors import CosineNeighbors, _normalize_rows
 
 __all__ = ["PredictionIndex", "fit_prediction_index"]
 
-#: HNSW graph degree and insertion candidates of the prediction index: on a
-#: trained 64-dimensional embedding of 45k-90k clustered rows, efConstruction
-#: 40 reaches recall@16 0.99 at the same efSearch as 80 in half the build
-#: (``docs/decisions/prediction_index.md``).
-_M = 32
-_EF_CONSTRUCTION = 40
 #: Bounds a model file may ask for (a loaded file is not trusted).
 _MAX_M = 256
 _MAX_EF = 4096
@@ -117,7 +112,7 @@ def fit_prediction_index(
     rows of ``base``, each without itself). Returns the settings and the
     fitted index, or None where no efSearch reaches ``target_recall``.
     """
-    spec = PredictionIndex(_M, _EF_CONSTRUCTION, 1, 0.0)
+    spec = PredictionIndex(INDEX.prediction_m, INDEX.prediction_ef_construction, 1, 0.0)
     fitted = spec.build(base, n_neighbors)
     hnsw = fitted.index_
     exclude_self = held_out is None or held_out.shape[0] == 0
@@ -130,7 +125,12 @@ def fit_prediction_index(
     if recall < target_recall:
         return None
     hnsw.ef_search = ef_search
-    spec = PredictionIndex(_M, _EF_CONSTRUCTION, int(ef_search), round(recall, 4))
+    spec = PredictionIndex(
+        INDEX.prediction_m,
+        INDEX.prediction_ef_construction,
+        int(ef_search),
+        round(recall, 4),
+    )
     return spec, fitted
 
 

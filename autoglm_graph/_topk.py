@@ -26,33 +26,62 @@ search uses there unless a ``chunk_size`` is given (``graph._faiss_exact``).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-__all__ = ["faiss_topk", "fill_topk"]
+__all__ = ["TILES", "TileSettings", "faiss_topk", "fill_topk"]
 
-#: Number of slabs a row is folded into by one step of the bucket pre-selection.
-#: Measured on a 2-core CPU (d = 32, k = 16): 8 beats 16 by ~10 % at 10k rows and
-#: ties at 50k; 24 and 32 are slower.
-_N_SLABS = 8
-#: Fold a row only while it is at least this many times ``k * _N_SLABS`` long.
-_MIN_ROW_FACTOR = 8
-#: Target size of one similarity tile, in bytes, per device type. Measured on a
-#: 2-core CPU (d = 32, k = 16, 5k-100k rows): 16-32 MB are the fastest (within
-#: 5 % of each other); 4 MB and 64-256 MB are 10-40 % slower (64 MB is 1.8x slower
-#: at 5k rows, where it no longer fits the cache).
-_TILE_BYTES = {"cpu": 32 * 2**20}
-_DEFAULT_TILE_BYTES = 64 * 2**20
-#: On CUDA a tile takes at most this share (1 / n) of the free memory (the
-#: folds, the tie re-ranks and the caller's tensors need the rest) and at
-#: most this many bytes.
-_CUDA_FREE_SHARE = 4
-_CUDA_MAX_TILE_BYTES = 8 * 2**30
-#: Results asked of faiss beyond the ``k`` kept. faiss does not choose among
-#: rows tied at the k-th value by their index: a row whose tie at the k-th
-#: value reaches its last result is searched again by :func:`fill_topk`.
-_FAISS_TIE_MARGIN = 8
+
+@dataclass(frozen=True)
+class TileSettings:
+    """How the exact search tiles and folds its similarity matrix.
+
+    Defaults measured on a 2-core CPU (d = 32, k = 16) and an H200
+    (``docs/decisions/neighbor_search.md``). The results do not depend on
+    them, only the time and the memory.
+
+    Attributes
+    ----------
+    n_slabs : int, default=8
+        Slabs a row is folded into by one step of the bucket pre-selection (8
+        beat 16 by ~10 % at 10k rows and tied at 50k; 24 and 32 were slower).
+    min_row_factor : int, default=8
+        Fold a row only while it is at least this many times ``k * n_slabs``
+        long.
+    cpu_tile_bytes : int, default=32 MiB
+        Target size of one tile on a CPU (16-32 MB were the fastest; 4 MB and
+        64-256 MB 10-40 % slower: the tile leaves the cache).
+    other_tile_bytes : int, default=64 MiB
+        Target size of one tile on a device that is neither a CPU nor CUDA.
+    cuda_free_share : int, default=4
+        On CUDA a tile takes at most 1 / ``cuda_free_share`` of the free memory
+        (the folds, the tie re-ranks and the caller's tensors need the rest).
+    cuda_max_tile_bytes : int, default=8 GiB
+        And at most this many bytes.
+    faiss_tie_margin : int, default=8
+        Results asked of faiss beyond the ``k`` kept: faiss does not choose
+        among rows tied at the k-th value by their index, so a row whose tie
+        reaches its last result is searched again by :func:`fill_topk`.
+    product_rows : int, default=8192
+        Query rows per block of :func:`_row_products` (its gather is ``[rows,
+        width, d]``: 8192 x 25 x 64 floats are 52 MB).
+    """
+
+    n_slabs: int = 8
+    min_row_factor: int = 8
+    cpu_tile_bytes: int = 32 * 2**20
+    other_tile_bytes: int = 64 * 2**20
+    cuda_free_share: int = 4
+    cuda_max_tile_bytes: int = 8 * 2**30
+    faiss_tie_margin: int = 8
+    product_rows: int = 8192
+
+
+#: The settings of every search (one object, so that the tiles of a search
+#: and of its tie re-ranks agree).
+TILES = TileSettings()
 #: Similarities closer than this may be one tie that faiss's rounding split
 #: (it differs in the last bit or two, 1.2e-7 near 1).
 _FAISS_TIE_TOLERANCE = 1e-6
@@ -71,7 +100,7 @@ def fill_topk(
     n, m = Xn.shape[0], Yn.shape[0]
     n_folds = _n_folds(m, k)
     # Pad the tile width so that every fold divides it exactly.
-    width = _N_SLABS**n_folds * math.ceil(m / _N_SLABS**n_folds)
+    width = TILES.n_slabs**n_folds * math.ceil(m / TILES.n_slabs**n_folds)
     if chunk_size is None:
         chunk_size = _auto_chunk_size(width, Xn.element_size(), Xn.device)
     chunk_size = min(chunk_size, n)
@@ -114,7 +143,7 @@ def faiss_topk(
     faiss = import_faiss()
     m = Yn.shape[0]
     own = int(exclude_self)
-    width = min(m, k + own + _FAISS_TIE_MARGIN)
+    width = min(m, k + own + TILES.faiss_tie_margin)
     with _faiss_threads(faiss):
         found, ids = faiss.knn(
             _as_faiss_array(Xn), _as_faiss_array(Yn), width, faiss.METRIC_INNER_PRODUCT
@@ -152,17 +181,12 @@ def faiss_topk(
         indices[open_rows] = sub_columns
 
 
-#: Query rows per block of :func:`_row_products` (its gather is ``[rows,
-#: width, d]``: 8192 x 25 x 64 floats are 52 MB).
-_PRODUCT_ROWS = 8192
-
-
 def _row_products(Xn: torch.Tensor, Yn: torch.Tensor, columns: torch.Tensor) -> Tensor:
     """``values[i, j] = Xn[i] . Yn[columns[i, j]]``, each as the same
     contiguous reduction, so that equal base rows give equal values."""
     values = torch.empty(columns.shape, dtype=Xn.dtype)
-    for start in range(0, columns.shape[0], _PRODUCT_ROWS):
-        block = slice(start, start + _PRODUCT_ROWS)
+    for start in range(0, columns.shape[0], TILES.product_rows):
+        block = slice(start, start + TILES.product_rows)
         picked = Yn[columns[block]]  # [rows, width, d]
         values[block] = (picked * Xn[block].unsqueeze(1)).sum(dim=-1)
     return values
@@ -171,12 +195,12 @@ def _row_products(Xn: torch.Tensor, Yn: torch.Tensor, columns: torch.Tensor) -> 
 def _n_folds(m: int, k: int) -> int:
     """How many times a row of length ``m`` is folded before the plain top-k.
 
-    A fold pays off while the row is much longer than the ``k * _N_SLABS``
+    A fold pays off while the row is much longer than the ``k * n_slabs``
     candidates it leaves.
     """
     n_folds, length = 0, m
-    while length >= _MIN_ROW_FACTOR * _N_SLABS * k:
-        n_folds, length = n_folds + 1, math.ceil(length / _N_SLABS)
+    while length >= TILES.min_row_factor * TILES.n_slabs * k:
+        n_folds, length = n_folds + 1, math.ceil(length / TILES.n_slabs)
     return n_folds
 
 
@@ -190,9 +214,11 @@ def _auto_chunk_size(width: int, itemsize: int, device: torch.device) -> int:
     """
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
-        target = min(free // _CUDA_FREE_SHARE, _CUDA_MAX_TILE_BYTES)
+        target = min(free // TILES.cuda_free_share, TILES.cuda_max_tile_bytes)
+    elif device.type == "cpu":
+        target = TILES.cpu_tile_bytes
     else:
-        target = _TILE_BYTES.get(device.type, _DEFAULT_TILE_BYTES)
+        target = TILES.other_tile_bytes
     return max(1, target // (width * itemsize))
 
 
@@ -202,10 +228,10 @@ def _folded_topk(
     """Sorted top-k values and columns of each row of ``tile``; equal values are
     ordered (and chosen, at the k-th) by the lower column.
 
-    Each fold splits the row into ``_N_SLABS`` slabs and takes their element-wise
+    Each fold splits the row into ``n_slabs`` slabs and takes their element-wise
     maximum: the maxima of the strided buckets. The top-k buckets (found by the
     same method, one fold fewer) hold the row's top ``k`` (see the module
-    docstring), so only their ``k * _N_SLABS`` entries are ranked.
+    docstring), so only their ``k * n_slabs`` entries are ranked.
 
     Ties: ``torch.topk`` breaks them by the other values of the row, and those
     move in their last bits with the batch a query row came in (the network's
@@ -226,8 +252,9 @@ def _folded_topk(
                 values[tied], columns[tied] = _topk_lower_column_first(tile[tied], k)
         return values, columns
     rows, width = tile.shape
-    slab = width // _N_SLABS
-    slabs = tile.view(rows, _N_SLABS, slab)  # bucket j = column j of every slab
+    n_slabs = TILES.n_slabs
+    slab = width // n_slabs
+    slabs = tile.view(rows, n_slabs, slab)  # bucket j = column j of every slab
     maxima = slabs.amax(dim=1)
     # Which bucket wins a tie does not matter: the check below catches a miss.
     # The (k+1)-th bucket maximum reaches the k-th value only through a tie.
@@ -235,8 +262,8 @@ def _folded_topk(
         maxima, k + 1, n_folds - 1, lower_column_first=False
     )
     buckets = buckets[:, :k].contiguous()
-    candidates = slabs.gather(2, buckets.unsqueeze(1).expand(rows, _N_SLABS, k))
-    candidates = candidates.view(rows, _N_SLABS * k)
+    candidates = slabs.gather(2, buckets.unsqueeze(1).expand(rows, n_slabs, k))
+    candidates = candidates.view(rows, n_slabs * k)
     values, best = torch.topk(candidates, k, dim=1)
     # Flat candidate position s * k + j is slab s, bucket buckets[:, j].
     columns = (best // k) * slab + torch.gather(buckets, 1, best % k)
@@ -245,7 +272,7 @@ def _folded_topk(
         tied = _tied_rows(candidates, values, exclude=unranked)
         if tied.numel():
             # Re-rank the candidates by value, then column.
-            offsets = torch.arange(_N_SLABS, device=tile.device).view(1, -1, 1)
+            offsets = torch.arange(n_slabs, device=tile.device).view(1, -1, 1)
             cand_columns = offsets * slab + buckets[tied].unsqueeze(1)
             values[tied], columns[tied] = _sorted_by_value_then_column(
                 candidates[tied], cand_columns.view(tied.numel(), -1), k

@@ -32,9 +32,6 @@ __all__ = ["SIGNS", "CoefficientMap", "check_constraint_params", "coefficient_ma
 
 #: The values of ``local_sign``.
 SIGNS = {"positive": 1.0, "negative": -1.0}
-#: float32 resolves 6e-8 near 1: a log ratio of at least -15 (exp(-15) = 3e-7)
-#: keeps ``exp(delta) - 1`` above -1, so a signed coefficient never rounds to 0.
-LOG_RATIO_MIN = -15.0
 
 
 @dataclass(frozen=True)
@@ -59,6 +56,10 @@ class CoefficientMap:
     signed: np.ndarray
     theta: np.ndarray
     intercept_tie: np.ndarray | None = None
+    #: float32 resolves 6e-8 near 1: a log ratio of at least -15 (exp(-15) =
+    #: 3e-7) keeps ``exp(delta) - 1`` above -1, so a signed coefficient never
+    #: rounds to 0.
+    log_ratio_min: float = -15.0
 
     def apply(self, raw: Tensor) -> Tensor:
         """Deviations ``[n, n_outputs, 1 + p]`` from the raw output (same shape)."""
@@ -71,7 +72,9 @@ class CoefficientMap:
         if len(self.signed):
             index = torch.as_tensor(self.signed, device=device)
             theta = torch.as_tensor(self.theta, dtype=dtype, device=device)
-            ratio = torch.expm1(raw.index_select(2, index).clamp(min=LOG_RATIO_MIN))
+            ratio = torch.expm1(
+                raw.index_select(2, index).clamp(min=self.log_ratio_min)
+            )
             out = out.index_copy(2, index, theta * ratio)
         if self.intercept_tie is not None:
             tie = torch.as_tensor(self.intercept_tie, dtype=dtype, device=device)

@@ -19,9 +19,6 @@ from .explain import coef_table
 
 __all__ = ["factor_table"]
 
-#: The quantiles of the per-row relativities among a level's rows.
-QUANTILES = (0.05, 0.5, 0.95)
-
 
 def factor_table(
     estimator,
@@ -183,11 +180,14 @@ def _level_rows(estimator, X):
     return rows
 
 
-def _spread(coef: np.ndarray, log_link: bool) -> dict:
-    """Mean and quantiles of the per-row relativities ``exp(coef)``."""
-    keys = ["local_mean", *(f"local_q{round(q * 100):02d}" for q in QUANTILES)]
+def _spread(
+    coef: np.ndarray, log_link: bool, quantiles: tuple = (0.05, 0.5, 0.95)
+) -> dict:
+    """Mean and quantiles of the per-row relativities ``exp(coef)`` among a
+    level's rows (``local_q05``, ...)."""
+    keys = ["local_mean", *(f"local_q{round(q * 100):02d}" for q in quantiles)]
     if not log_link or coef.size == 0:
         return dict.fromkeys(keys, np.nan)
     relativity = np.exp(coef)
-    values = [relativity.mean(), *np.quantile(relativity, QUANTILES)]
+    values = [relativity.mean(), *np.quantile(relativity, quantiles)]
     return dict(zip(keys, map(float, values), strict=True))

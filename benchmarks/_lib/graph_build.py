@@ -478,9 +478,9 @@ def approx_report(command: str, info: dict, args, rows: list[dict]) -> str:
         f"Self-excluded top-k cosine graph among N rows, d = {args.dim}, "
         f"k = {args.k}, seed {args.seed}, one run each. `exact`: "
         '`cosine_topk(X, n_neighbors=k)`; `approx`: `backend="faiss"` with the '
-        f"default HNSW parameters (M = {_faiss.DEFAULT_M}, efConstruction = "
-        f"{_faiss.DEFAULT_EF_CONSTRUCTION}, efSearch calibrated to recall "
-        f"{_faiss.DEFAULT_TARGET_RECALL} on a sample of the queries, column ef; "
+        f"default HNSW parameters (M = {_faiss.INDEX.m}, efConstruction = "
+        f"{_faiss.INDEX.ef_construction}, efSearch calibrated to recall "
+        f"{_faiss.INDEX.target_recall} on a sample of the queries, column ef; "
         "the calibration is part of the search time), timed as index build plus "
         "search of all N rows. exact/approx > 1: the approximate backend is "
         "faster. CPU: process CPU time of the same calls (less sensitive to the "
