@@ -21,7 +21,7 @@ A saved model is four members, in a directory or in one zip file:
 
 Loading executes nothing taken from the files: class and family names are
 looked up in fixed dictionaries, the skops file may only hold scikit-learn's
-own types plus the four pinned in :data:`TRUSTED_PREPROCESSOR_TYPES`, every
+own types plus the five pinned in :data:`TRUSTED_PREPROCESSOR_TYPES`, every
 tensor's name and shape is checked against what the JSON configuration
 implies, and anything unexpected raises :class:`ModelFileError`. Loading is
 bounded: each member's size is checked before it is read
@@ -118,11 +118,12 @@ __all__ = [
 
 #: Types outside skops' own scikit-learn/numpy allow-list that a fitted
 #: TabularPreprocessor contains: the class itself, the two module-level
-#: functions of its FunctionTransformers, and numpy's dtype.
+#: functions of its FunctionTransformers, its imputer's median, and numpy's dtype.
 TRUSTED_PREPROCESSOR_TYPES: tuple[str, ...] = (
     "autoglm_graph.preprocessing.TabularPreprocessor",
     "autoglm_graph.preprocessing._as_object_with_nan",
     "autoglm_graph.preprocessing._as_str",
+    "autoglm_graph.preprocessing._column_median",
     "numpy.dtype",
 )
 
