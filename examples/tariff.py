@@ -1,4 +1,6 @@
-"""A claim-frequency tariff: relativities per rating factor, with constraints.
+"""
+A claim-frequency tariff: relativities per rating factor, with constraints.
+===========================================================================
 
 Run:  python examples/tariff.py [factors.csv] [--data DIR]    (about 20-40 s)
 
@@ -38,7 +40,7 @@ REPO = Path(__file__).resolve().parent.parent
 N_POLICIES = 20_000
 FACTORS = ["Male", "Young", "DistLimit", "GeoRegion"]
 
-parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
 parser.add_argument("output", nargs="?", help="CSV file for the factor table")
 parser.add_argument(
     "--data",
