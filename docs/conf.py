@@ -51,10 +51,13 @@ myst_heading_anchors = 3
 
 # The gallery: every script of examples/ runs at build time (each takes
 # seconds); AUTOGLM_DOCS_NO_GALLERY=1 builds the pages without running them.
+# tariff.py is shown, not run: it needs the insurance data beside the checkout,
+# and without it calls sys.exit(0), which sphinx-gallery does not catch (the
+# SystemExit ends the whole build, with status 0 and no pages).
 sphinx_gallery_conf = {
     "examples_dirs": str(ROOT / "examples"),
     "gallery_dirs": "auto_examples",
-    "filename_pattern": r"/[a-z_]+\.py$",
+    "filename_pattern": r"/(?!tariff\.py$)[a-z_]+\.py$",
     "ignore_pattern": r"/_",
     "abort_on_example_error": True,
     "plot_gallery": "False" if os.environ.get("AUTOGLM_DOCS_NO_GALLERY") else "True",

@@ -1,4 +1,6 @@
-"""A claim-frequency tariff: relativities per rating factor, with constraints.
+"""
+A claim-frequency tariff: relativities per rating factor, with constraints.
+===========================================================================
 
 Run:  python examples/tariff.py [factors.csv] [--data DIR]    (about 20-40 s)
 
@@ -13,7 +15,9 @@ under two constraints a pricing actuary would put on them:
   network gives them no deviation);
 - ``local_sign={"DistLimit_no limit": "positive"}``: the surcharge of a
   contract without a distance limit may vary between policies but never turns
-  into a discount.
+  into a discount. It is a surcharge against the tightest limit, 8,000 km,
+  made the base level with ``base_levels`` (by default the base is the level
+  with the most policies, here "no limit" itself, which then has no term).
 
 The factor table (one row per rating factor and level: relativity
 ``exp(coef)`` with its 95 % interval, policies and exposure at the level, and
@@ -38,7 +42,7 @@ REPO = Path(__file__).resolve().parent.parent
 N_POLICIES = 20_000
 FACTORS = ["Male", "Young", "DistLimit", "GeoRegion"]
 
-parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
 parser.add_argument("output", nargs="?", help="CSV file for the factor table")
 parser.add_argument(
     "--data",
@@ -66,6 +70,7 @@ print(
 
 model = GraphGLMRegressor(
     family="poisson",
+    base_levels={"DistLimit": "8000 km"},
     global_terms=["Male", "Young"],
     local_sign={"DistLimit_no limit": "positive"},
     max_epochs=30,

@@ -31,6 +31,7 @@ DOCS = ROOT / "docs"
 DOC_PAGES = (
     "getting_started.md",
     "user_guide/families.md",
+    "user_guide/glm_features.md",
     "user_guide/interpretation.md",
     "user_guide/insurance.md",
     "user_guide/search.md",
