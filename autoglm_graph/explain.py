@@ -25,7 +25,7 @@ from sklearn.utils.validation import check_consistent_length, check_is_fitted
 
 from ._validation import check_offset
 
-__all__ = ["coef_table", "local_coef_summary"]
+__all__ = ["coef_table", "local_coef_summary", "wald_test_terms"]
 
 COV_TYPES = ("fisher", "sandwich")
 WEIGHT_TYPES = ("variance", "frequency")
