@@ -146,7 +146,9 @@ def _peak_rss_gib() -> float:
 def _scores(model, X, y, offset=None) -> tuple[float, float]:
     """Mean test deviance of the model and of its own global GLM."""
     family = model.family_
-    eta_glm = model._global_eta(model._design(X), offset)
+    predictor = model.predictor()
+    offset = None if offset is None else np.asarray(offset, dtype=np.float64)
+    eta_glm = predictor.global_eta(predictor.design(X), offset)
     eta_glm = torch.as_tensor(eta_glm if eta_glm.shape[1] > 1 else eta_glm[:, 0])
     mu_glm = family.inverse_link(eta_glm).numpy()
     if hasattr(model, "classes_"):

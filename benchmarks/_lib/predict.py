@@ -78,7 +78,7 @@ def _search_share(model, X, threads: int) -> float:
 
 
 def _prediction_graph(model, X):
-    context = torch.as_tensor(model._design(X), dtype=torch.float32)
+    context = torch.as_tensor(model.predictor().design(X), dtype=torch.float32)
     return model._fitted.search(context)
 
 
@@ -104,7 +104,9 @@ def run(args) -> list[dict]:
             graph = _prediction_graph(model, X_test)
             if exact_graph is None:
                 exact_graph = cosine_topk(
-                    torch.as_tensor(model._design(X_test), dtype=torch.float32),
+                    torch.as_tensor(
+                        model.predictor().design(X_test), dtype=torch.float32
+                    ),
                     model._fitted.rows.context,
                     n_neighbors=model.n_neighbors,
                     threshold=model.threshold,
