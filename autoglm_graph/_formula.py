@@ -16,6 +16,8 @@ standardisation's ``scale`` (:class:`~autoglm_graph._terms.GLMTerms`).
 
 from __future__ import annotations
 
+import ast
+import re
 import warnings
 from dataclasses import dataclass, field
 
@@ -30,6 +32,16 @@ from .preprocessing import UnseenCategoryWarning
 __all__ = ["FormulaDesign", "check_formula", "split_target"]
 
 _INTERCEPT = "Intercept"
+
+#: The functions a saved formula may call: formulaic's transforms and
+#: contrasts (a loaded model file must not run arbitrary code).
+SAFE_FUNCTIONS = frozenset(
+    {"C", "I", "Q", "bs", "cr", "cs", "cc", "te", "center", "scale", "poly"}
+    | {"contr", "treatment", "sum", "helmert", "diff", "poly", "custom"}
+    | {"np", "numpy", "abs", "min", "max", "round", "True", "False", "None"}
+)
+#: numpy's functions a saved formula may call besides its ufuncs.
+SAFE_NUMPY = frozenset({"clip", "where", "round", "abs", "pi", "e"})
 
 
 def check_formula(formula) -> None:
@@ -205,20 +217,23 @@ class FormulaDesign:
                 raise ValueError(
                     f"The formula {self.formula!r} could not be evaluated on X: {exc}"
                 ) from exc
+        unseen = [w for w in caught if "outside of the nominated" in str(w.message)]
         for warning in caught:
-            if "outside of the nominated levels" in str(warning.message):
-                warnings.warn(
-                    "Found unknown categories in the formula's terms during "
-                    f"transform, levels that fit did not see ({warning.message}); "
-                    "they are encoded as no level (all zeros), the base level's "
-                    "coefficient.",
-                    UnseenCategoryWarning,
-                    stacklevel=4,
-                )
-            else:
+            if unseen and "not in that dtype's categories" in str(warning.message):
+                continue  # pandas on formulaic's cast of the same levels
+            if warning not in unseen:
                 warnings.warn_explicit(
                     warning.message, warning.category, warning.filename, warning.lineno
                 )
+        if unseen:
+            levels = re.search(r"\{.*\}", str(unseen[0].message))
+            warnings.warn(
+                "Found unknown categories in the formula's terms during transform, "
+                f"levels that fit did not see: {levels.group(0) if levels else '?'} "
+                "(encoded as no level (all zeros): the base level's coefficients).",
+                UnseenCategoryWarning,
+                stacklevel=4,
+            )
         values, names = _without_intercept(matrix)
         if list(names) != list(self.names):
             raise ValueError(
@@ -250,10 +265,12 @@ class FormulaDesign:
         }
 
     @classmethod
-    def from_state(cls, state: dict) -> FormulaDesign:
+    def from_state(cls, state: dict, columns) -> FormulaDesign:
         """The design saved by :meth:`state` (formulaic's state rebuilt from
-        the levels and transforms' parameters: no pickled objects)."""
+        the levels and transforms' parameters: no pickled objects). Its
+        expressions may name ``columns`` and :data:`SAFE_FUNCTIONS` only."""
         _, rhs = _parse(state["formula"], bool(state["fit_intercept"]))
+        check_safe(rhs, set(map(str, columns)))
         spec = ModelSpec(
             formula=rhs,
             ensure_full_rank=bool(state["full_rank"]),
@@ -286,6 +303,45 @@ class FormulaDesign:
             target_columns=tuple(str(c) for c in state["target_columns"]),
             spec=spec,
         )
+
+
+def check_safe(rhs, columns: set) -> None:
+    """ValueError unless every expression of ``rhs`` names ``columns``,
+    :data:`SAFE_FUNCTIONS` and numpy's ufuncs only (formulaic evaluates them
+    as Python)."""
+    for term in rhs:
+        for factor in term.factors:
+            if factor.eval_method.value != "python":
+                continue
+            try:
+                tree = ast.parse(factor.expr, mode="eval")
+            except SyntaxError as exc:
+                raise ValueError(
+                    f"The formula's {factor.expr!r} is no expression."
+                ) from exc
+            for node in ast.walk(tree):
+                if not _safe_node(node, columns):
+                    raise ValueError(
+                        f"The formula's expression {factor.expr!r} uses "
+                        f"{ast.unparse(node)!r}, which a saved model may not call "
+                        "(column names, formulaic's transforms and numpy's ufuncs "
+                        "only)."
+                    )
+
+
+def _safe_node(node, columns: set) -> bool:
+    if isinstance(node, (ast.Lambda, ast.NamedExpr, ast.comprehension)):
+        return False
+    if isinstance(node, ast.Name):
+        return node.id in columns or node.id in SAFE_FUNCTIONS
+    if isinstance(node, ast.Attribute):
+        if node.attr.startswith("_"):
+            return False
+        if isinstance(node.value, ast.Name) and node.value.id in ("np", "numpy"):
+            member = getattr(np, node.attr, None)
+            return isinstance(member, np.ufunc) or node.attr in SAFE_NUMPY
+        return isinstance(node.value, ast.Name) and node.value.id == "contr"
+    return True
 
 
 def _without_intercept(matrix) -> tuple[np.ndarray, list]:
