@@ -194,6 +194,14 @@ class FormulaDesign:
     def n_terms(self) -> int:
         return len(self.names)
 
+    def levels(self, term: str) -> list | None:
+        """The levels of a categorical term (``C(region)``) as strings; None
+        for any other term."""
+        kind, state = self.spec.encoder_state.get(term, (None, {}))
+        if getattr(kind, "value", kind) != "categorical" or ":" in term:
+            return None
+        return [str(level) for level in state["categories"]]
+
     def context_X(self, X):
         """``X`` without the target's columns (those present)."""
         if not isinstance(X, pd.DataFrame):
