@@ -28,6 +28,7 @@ from sklearn.utils.validation import (
 )
 
 from ._fitted import FittedNetwork
+from ._formula import FormulaDesign, check_formula, split_target
 from ._glm import balance_glm, fit_global_glm, fit_negative_binomial
 from ._location_fit import _LocationMixin
 from ._persistence import _PersistenceMixin
@@ -68,6 +69,7 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
         self,
         *,
         alpha: float = 1e-4,
+        formula: str | None = None,
         fit_intercept: bool = True,
         categorical_coding: str = "treatment",
         base_levels: dict | None = None,
@@ -106,6 +108,7 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
         fit_policy: FitPolicy | None = None,
     ) -> None:
         self.alpha = alpha
+        self.formula = formula
         self.fit_intercept = fit_intercept
         self.categorical_coding = categorical_coding
         self.base_levels = base_levels
@@ -172,6 +175,13 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
         check_number("alpha", self.alpha, low=0)
         check_option("fit_intercept", self.fit_intercept, (True, False))
         check_option("categorical_coding", self.categorical_coding, CATEGORICAL_CODINGS)
+        check_formula(self.formula)
+        if self.formula is not None and self.base_levels is not None:
+            raise ValueError(
+                "The 'base_levels' parameter does not apply with a formula: choose "
+                "a base level in the formula, e.g. C(region, contr.treatment('b')); "
+                f"got formula={self.formula!r} and base_levels={self.base_levels!r}."
+            )
         if not (self.fit_intercept or self.location_columns is None):
             raise ValueError(
                 "The 'location_columns' parameter shifts the intercept and needs "
@@ -314,6 +324,8 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
         self.device_ = resolve_device(self.device)
         times = PhaseTimes(self.device_)
         with times.phase("preprocessing"):
+            if self.formula is not None:  # the left side's column leaves X
+                X, y = split_target(self.formula, self.fit_intercept, X, y)
             X, y, sample_weight, offset = self._validate_inputs(
                 X, y, sample_weight, offset
             )
@@ -327,7 +339,8 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
             # float64: the GLM is solved to a gradient tolerance on it (the
             # network takes a float32 copy).
             design = self.preprocessor_.fit_transform(X, dtype=np.float64)
-            terms = self._choose_terms(design, sample_weight)
+            terms = self._choose_terms(design, sample_weight, X)
+            design = terms.design(design, X)  # (the formula's columns appended)
             glm_design = terms.select(design)
         glm_kwargs = dict(
             sample_weight=sample_weight,
@@ -355,7 +368,7 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
         self.location_report_ = None
         self.history_ = []
         self.n_iter_ = 0
-        reason = self._global_only_reason(X.shape[0], design.shape[1])
+        reason = self._global_only_reason(X.shape[0], terms.context(design).shape[1])
         if reason is None:
             reason = self._fit_network(
                 design,
@@ -478,7 +491,7 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
         if val_pos is not None and len(val_pos):
             val = rows.subset(torch.as_tensor(val_pos, device=self.device_))
         del rows  # the subsets are copies: free the full set before training
-        trainer = self._make_trainer(design.shape[1], train)
+        trainer = self._make_trainer(train.context.shape[1], train)
         # The fit's own generator (seeded from the fit's seed) serves the
         # fused path; fork_rng keeps the caller's global generator as it was
         # for torch_geometric's layers, which draw from it.
@@ -600,8 +613,8 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
             )
         # The design is also the network's context: one tensor serves both
         # when the GLM reads every column as it is.
-        matrix = as_tensor(design)
         terms = self._terms
+        matrix = as_tensor(terms.context(design))
         glm_design = matrix
         if not terms.full or terms.add is not None:
             glm_design = as_tensor(terms.select(design))
@@ -651,9 +664,21 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
             getattr(self, "_terms", None),
         )
 
-    def _choose_terms(self, design, sample_weight) -> GLMTerms:
+    def _choose_terms(self, design, sample_weight, X) -> GLMTerms:
         """The global GLM's terms (``_terms``), ``feature_names_out_`` and
-        ``base_levels_``."""
+        ``base_levels_``: the formula's columns of ``X``, or a choice among
+        the preprocessed ``design``'s."""
+        if self.formula is not None:
+            formula = FormulaDesign.fit(
+                self.formula,
+                X,
+                self.fit_intercept,
+                full_rank=self.categorical_coding == "treatment",
+            )
+            self.base_levels_ = {}
+            self._terms = GLMTerms.from_formula(formula, design.shape[1])
+            self.feature_names_out_ = self._terms.names
+            return self._terms
         if not self.fit_intercept and design.shape[1] == 0:
             raise ValueError(
                 "The 'fit_intercept' parameter is False and X has no feature that "

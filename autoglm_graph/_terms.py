@@ -6,7 +6,9 @@ the network's context. The global GLM reads a selection of its columns
 out (treatment coding, as R and statsmodels code a factor), so the levels'
 coefficients are contrasts with the base and are identified without a
 penalty. Without an intercept the numeric columns are scaled but not centred
-(centring would add an intercept to the model).
+(centring would add an intercept to the model). With a formula
+(:mod:`autoglm_graph._formula`) the GLM's columns are the formula's, appended
+to the preprocessed design after the network's context.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._formula import FormulaDesign
 from .preprocessing import TabularPreprocessor
 
 __all__ = ["CATEGORICAL_CODINGS", "GLMTerms", "choose_columns"]
@@ -40,6 +43,13 @@ class GLMTerms:
     add : ndarray of shape (n_terms,) or None
         Added to the selected design columns (to undo their centring when
         there is no intercept); None when nothing is added.
+    full : bool
+        Whether the GLM reads every design column as it is.
+    formula : FormulaDesign or None
+        The formula whose columns follow the network's context in the design
+        (:meth:`design`); None: the GLM reads preprocessed columns.
+    n_context : int or None
+        The network's context columns at the front of a formula's design.
     """
 
     columns: np.ndarray
@@ -49,6 +59,8 @@ class GLMTerms:
     scale: np.ndarray
     add: np.ndarray | None
     full: bool
+    formula: FormulaDesign | None = None
+    n_context: int | None = None
 
     @classmethod
     def from_preprocessor(
@@ -67,9 +79,36 @@ class GLMTerms:
             columns, bool(fit_intercept), names[columns], shift, scale, add, full
         )
 
+    @classmethod
+    def from_formula(cls, formula: FormulaDesign, n_context: int) -> GLMTerms:
+        """The formula's columns, after ``n_context`` columns of context."""
+        columns = n_context + np.arange(formula.n_terms, dtype=np.intp)
+        return cls(
+            columns,
+            formula.fit_intercept,
+            formula.names,
+            formula.shift,
+            formula.scale,
+            None,
+            False,
+            formula,
+            int(n_context),
+        )
+
     @property
     def n_terms(self) -> int:
         return len(self.columns)
+
+    def design(self, context: np.ndarray, X) -> np.ndarray:
+        """The design of rows ``X`` whose preprocessed columns are ``context``:
+        ``context`` itself, or with the formula's columns appended."""
+        if self.formula is None:
+            return context
+        return np.hstack([context, self.formula.transform(X).astype(context.dtype)])
+
+    def context(self, design: np.ndarray) -> np.ndarray:
+        """The network's context columns of ``design`` (all without a formula)."""
+        return design if self.formula is None else design[:, : self.n_context]
 
     def select(self, design: np.ndarray) -> np.ndarray:
         """The GLM's design from the preprocessed one (the same array when the

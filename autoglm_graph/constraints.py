@@ -204,6 +204,9 @@ class _TermResolver:
     """
 
     def __init__(self, preprocessor, terms=None) -> None:
+        if terms is not None and terms.formula is not None:
+            self._from_formula(terms)
+            return
         design_names = [str(n) for n in preprocessor.get_feature_names_out()]
         columns = range(len(design_names)) if terms is None else terms.columns
         # Design column -> position among the GLM's terms (a base level has none).
@@ -217,6 +220,17 @@ class _TermResolver:
             for column, block in zip(
                 preprocessor.categorical_features_, blocks, strict=True
             )
+        }
+
+    def _from_formula(self, terms) -> None:
+        """A formula's terms: its column names, then its terms' names
+        (``C(region)``: all its levels' columns)."""
+        self.has_intercept = terms.fit_intercept
+        self.names = ["intercept", *map(str, terms.names)]
+        self.terms = {name: {i} for i, name in enumerate(self.names) if i}
+        self.columns = {
+            term: {j + 1 for j in positions}
+            for term, positions in terms.formula.term_columns.items()
         }
 
     def __call__(self, param: str, name: str) -> set:

@@ -30,6 +30,25 @@ _COMMON_PARAMS_DOC = """
         each numeric column, per one-hot level) and the intercept not
         penalised. ``LogisticRegression(C=1 / (n * alpha))`` and
         ``Ridge(alpha=n * alpha)`` have the same objective (unit weights).
+    formula : str or None, default=None
+        The global GLM's terms as a formula, parsed by formulaic (as glum's
+        ``formula``), e.g. ``"y ~ age + C(region) + bs(age, df=4) +
+        age:density"``, with ``X`` a DataFrame. A left side names the
+        target, a column of ``X`` (``fit(X)`` with ``y=None``; a ``y`` too is
+        an error); without one ``y`` is passed as usual. The formula's columns
+        (levels coded against the first level, splines, interactions,
+        transforms) are the terms whose coefficients vary per row, named as
+        formulaic names them in ``feature_names_out_``; the intercept is
+        ``fit_intercept``'s (a formula's ``- 1`` or ``+ 0`` must agree with
+        it). The network's context stays the preprocessed columns of ``X``
+        without the target. New rows get the columns of ``fit`` (its levels,
+        knots and centring); a level ``fit`` did not see warns
+        (``UnseenCategoryWarning``) and codes as the base level; missing
+        values in the formula's columns are an error. ``categorical_coding=
+        "all_levels"`` keeps every level (formulaic's ``ensure_full_rank=
+        False``); ``base_levels`` does not apply (write the base in the
+        formula: ``C(region, contr.treatment("b"))``). None: every column of
+        ``X``, as preprocessed.
     fit_intercept : bool, default=True
         Whether the model has an intercept (scikit-learn's parameter). Without
         one the global GLM is scikit-learn's ``fit_intercept=False`` GLM on the
@@ -329,6 +348,7 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
         theta: float | None = None,
         balance: str | bool = "auto",
         alpha: float = 1e-4,
+        formula: str | None = None,
         fit_intercept: bool = True,
         categorical_coding: str = "treatment",
         base_levels: dict | None = None,
@@ -372,6 +392,7 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
         self.balance = balance
         super().__init__(
             alpha=alpha,
+            formula=formula,
             fit_intercept=fit_intercept,
             categorical_coding=categorical_coding,
             base_levels=base_levels,
@@ -460,7 +481,7 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
         self.intercept_ = float(theta[0, 0])
 
     def fit(
-        self, X, y, sample_weight=None, offset=None, groups=None
+        self, X, y=None, sample_weight=None, offset=None, groups=None
     ) -> GraphGLMRegressor:
         """Fit the global GLM, then the network of per-row deviations.
 
@@ -469,7 +490,8 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
         X : array-like or DataFrame of shape (n_samples, n_features)
             Numeric, categorical and missing values are handled by the
             preprocessing.
-        y : array-like of shape (n_samples,)
+        y : array-like of shape (n_samples,), default=None
+            Required unless ``formula`` names the target on its left side.
         sample_weight : array-like of shape (n_samples,), default=None
         offset : float or array-like of shape (n_samples,), default=None
             Added to the linear predictor (e.g. log exposure for poisson).
@@ -619,15 +641,16 @@ class GraphGLMClassifier(ClassifierMixin, _BaseGraphGLM):
         self.intercept_ = theta[:, 0].copy()
 
     def fit(
-        self, X, y, sample_weight=None, offset=None, groups=None
+        self, X, y=None, sample_weight=None, offset=None, groups=None
     ) -> GraphGLMClassifier:
         """Fit the global GLM, then the network of per-row deviations.
 
         Parameters
         ----------
         X : array-like or DataFrame of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,)
-            Class labels (numbers or strings).
+        y : array-like of shape (n_samples,), default=None
+            Class labels (numbers or strings); None when ``formula`` names
+            the target on its left side.
         sample_weight : array-like of shape (n_samples,), default=None
         offset : float or array-like of shape (n_samples,), default=None
             Added to the linear predictor (binary: the log-odds).

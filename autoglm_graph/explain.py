@@ -299,9 +299,14 @@ def wald_test_terms(estimator, X, y, sample_weight=None, offset=None, **kwargs):
     groups: dict[str, list[int]] = {name: [j] for j, name in enumerate(names)}
     first = len(_intercept(estimator))
     pre = estimator.preprocessor_
-    for column, block in zip(
-        pre.categorical_features_, pre.categorical_blocks(), strict=True
-    ):
+    blocks = zip(pre.categorical_features_, pre.categorical_blocks(), strict=True)
+    if terms.formula is not None:  # a formula's terms (C(region), bs(age))
+        blocks = [
+            (term, terms.columns[positions])
+            for term, positions in terms.formula.term_columns.items()
+            if len(positions) > 1
+        ]
+    for column, block in blocks:
         members = [first + j for j, c in enumerate(terms.columns) if c in block]
         if members:
             for j in members:

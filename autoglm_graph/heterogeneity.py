@@ -142,6 +142,13 @@ def heterogeneity_test(
         raise ValueError(f"The 'alpha' parameter must be in (0, 1); got {alpha!r}.")
     check_is_fitted(estimator, "global_glm_")
     predictor = estimator.predictor()
+    if predictor.glm_terms.formula is not None:
+        # Making a term global moves design columns the network also reads;
+        # a formula's columns are not the network's.
+        raise NotImplementedError(
+            "heterogeneity_test is not available for a model fitted with a "
+            f"formula (formula={estimator.formula!r})."
+        )
     design = predictor.design(X)
     n = design.shape[0]
     y_model = _encode_target(estimator, y)

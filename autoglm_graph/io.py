@@ -80,6 +80,7 @@ from ._container import (
     read_members,
 )
 from ._fitted import FittedNetwork
+from ._formula import FormulaDesign
 from ._glm import GlobalGLM
 from ._io_checks import (
     LOCATION_ARRAYS,
@@ -334,6 +335,9 @@ def _glm_terms(model, fitted: dict, preprocessor) -> None:
     spec = fitted.get("glm_terms", {"columns": list(range(len(names)))})
     if not isinstance(spec, dict) or not isinstance(spec.get("columns"), list):
         raise ModelFileError("fitted.glm_terms must be a JSON object with columns.")
+    if "formula" in spec:
+        _formula_terms(model, spec["formula"], len(names))
+        return
     columns = [
         _int(c, "glm_terms.columns", low=0, high=max(len(names) - 1, 0))
         for c in spec["columns"]
@@ -353,6 +357,26 @@ def _glm_terms(model, fitted: dict, preprocessor) -> None:
     model._terms = GLMTerms.from_preprocessor(
         preprocessor, columns, getattr(model, "fit_intercept", True)
     )
+
+
+def _formula_terms(model, state, n_context: int) -> None:
+    """The GLM's terms of a formula, rebuilt from its saved state; its
+    expressions may call formulaic's transforms and numpy's ufuncs only."""
+    if not isinstance(state, dict):
+        raise ModelFileError("glm_terms.formula must be a JSON object.")
+    columns = list(getattr(model, "feature_names_in_", [])) + list(
+        state.get("target_columns", [])
+    )
+    try:
+        formula = FormulaDesign.from_state(state, columns)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ModelFileError(f"glm_terms.formula is not readable: {exc}") from exc
+    if list(formula.names) != list(model.feature_names_out_):
+        raise ModelFileError(
+            f"glm_terms.formula does not produce the features of {JSON_NAME}."
+        )
+    model.base_levels_ = {}
+    model._terms = GLMTerms.from_formula(formula, n_context)
 
 
 def _location_effect(fitted: dict, tensors, model) -> LocationEffect | None:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import torch
 
 from ._fitted import FittedNetwork
@@ -80,11 +81,19 @@ class Predictor:
         return GLMTerms.from_preprocessor(self.preprocessor, np.arange(n))
 
     def design(self, X) -> np.ndarray:
-        """The float64 design of new rows ``X`` (validated as ``predict`` does)."""
-        X = self.check_X(X)
-        if X.shape[0] == 0:
+        """The float64 design of new rows ``X`` (validated as ``predict`` does):
+        the preprocessed columns, then a formula's (``glm_terms.design``)."""
+        terms = self.glm_terms
+        if terms.formula is None:
+            X_checked = self.check_X(X)
+        else:
+            if isinstance(X, pd.Series):  # one row, as df.iloc[i] gives it
+                X = X.to_frame().T.infer_objects()
+            X_checked = self.check_X(terms.formula.context_X(X))
+        if X_checked.shape[0] == 0:
             raise ValueError("Found array with 0 sample(s); at least 1 is required.")
-        return self.preprocessor.transform(X, dtype=np.float64)
+        context = self.preprocessor.transform(X_checked, dtype=np.float64)
+        return terms.design(context, X)
 
     def global_eta(self, design: np.ndarray, offset) -> np.ndarray:
         """The global GLM's linear predictor ``[n, n_outputs]`` (offset added)."""
@@ -170,7 +179,9 @@ class Predictor:
     def query(self, design_chunk: np.ndarray, **kwargs):
         """The network's output for rows of the design (see ``FittedNetwork.query``)."""
         context = torch.as_tensor(
-            design_chunk, dtype=torch.float32, device=self.network.device
+            self.glm_terms.context(design_chunk),
+            dtype=torch.float32,
+            device=self.network.device,
         )
         out = self.network.query(context, **kwargs)
         if kwargs:

@@ -151,6 +151,8 @@ def _level_rows(estimator, X):
     preprocessor = estimator.preprocessor_
     predictor = estimator.predictor()
     design = predictor.design(X)
+    if predictor.glm_terms.formula is not None:
+        return _formula_level_rows(predictor.glm_terms, design)
     in_glm = set(int(j) for j in predictor.glm_terms.columns)
     names = [str(name) for name in preprocessor.get_feature_names_out()]
     owner = {}
@@ -177,6 +179,31 @@ def _level_rows(estimator, X):
             rows.append((name, column, "missing", design[:, j] > 0.5))
         else:
             rows.append((name, name, "", everyone))
+    return rows
+
+
+def _formula_level_rows(terms, design):
+    """``_level_rows`` of a formula: a categorical term's columns
+    (``C(region)[T.b]``) are levels, its base level among them; every other
+    column is per unit and covers all rows."""
+    formula = terms.formula
+    values = terms.select(design)  # level columns are 0/1 as they are
+    everyone = np.ones(design.shape[0], dtype=bool)
+    rows = [("intercept", "", "", everyone)] if terms.fit_intercept else []
+    for term, positions in formula.term_columns.items():
+        names = [str(formula.names[j]) for j in positions]
+        levels = formula.levels(term)
+        if levels is None:
+            rows.extend((name, term, "", everyone) for name in names)
+            continue
+        coded = {}
+        for j, name in zip(positions, names, strict=True):
+            level = name[len(term) + 1 : -1]
+            coded[level.removeprefix("T.")] = (name, values[:, j] > 0.5)
+        at_none = ~np.any([mask for _, mask in coded.values()], axis=0)
+        for level in levels:
+            name, mask = coded.get(level, (f"{term}[{level}]", at_none))
+            rows.append((name, term, level, mask))
     return rows
 
 
