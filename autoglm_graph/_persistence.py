@@ -75,6 +75,7 @@ class _PersistenceMixin:
         self._fitted = network
         self._validation_positions = None  # not saved: only a search reads it
         self.network_ = None if network is None else network.net
+        self.interval_members_ = []  # not saved (save() warns)
 
     def __getstate__(self):
         # The fitted network pickles through its state() (tensors on the CPU);
