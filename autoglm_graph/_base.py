@@ -47,6 +47,7 @@ from ._validation import (
 )
 from .constraints import CoefficientMap, check_constraint_params, coefficient_map
 from .families import Family, NegativeBinomialFamily
+from .intervals import check_interval_members
 from .modules import MESSAGE_PASSING, NetConfig
 from .policy import FitPolicy
 from .predictor import Predictor
@@ -90,6 +91,7 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
         local_penalty: float = 1e-3,
         global_terms: list | None = None,
         local_sign: dict | None = None,
+        interval_members: int = 0,
         learning_rate: float = 6e-3,
         weight_decay: float = 1e-4,
         ema_decay: float = 0.9,
@@ -129,6 +131,7 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
         self.local_penalty = local_penalty
         self.global_terms = global_terms
         self.local_sign = local_sign
+        self.interval_members = interval_members
         self.learning_rate = learning_rate
         self.weight_decay = weight_decay
         self.ema_decay = ema_decay
@@ -223,6 +226,7 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
             )
         check_number("local_penalty", self.local_penalty, low=0, allow_inf=True)
         check_constraint_params(self.global_terms, self.local_sign)
+        check_interval_members(getattr(self, "interval_members", 0))
         check_number("learning_rate", self.learning_rate, low=0, low_open=True)
         check_number("weight_decay", self.weight_decay, low=0)
         if self.fit_policy is not None and not isinstance(self.fit_policy, FitPolicy):

@@ -37,7 +37,7 @@ class _ReadingMixin:
         """The global GLM's ``[n_outputs, 1 + p]`` (intercept, slopes), user units."""
         return self.predictor().global_theta_user()
 
-    def local_coef(self, X, offset=None) -> pd.DataFrame:
+    def local_coef(self, X, offset=None, interval=None) -> pd.DataFrame:
         """Per-row GLM coefficients: the global GLM plus each row's deviation.
 
         Parameters
@@ -45,14 +45,27 @@ class _ReadingMixin:
         X : array-like or DataFrame of shape (n_samples, n_features)
         offset : float or array-like of shape (n_samples,), default=None
             Accepted for symmetry with ``predict``; it does not change coefficients.
+        interval : float or None, default=None
+            With a level in (0, 1), e.g. 0.9, also the lower and upper bounds
+            of each coefficient from the bootstrap members of the fit
+            (``interval_members``; see :mod:`autoglm_graph.intervals`).
 
         Returns
         -------
         DataFrame of shape (n_samples, n_terms)
             Columns ``intercept`` (absent with ``fit_intercept=False``) and
             ``feature_names_out_``; for the multinomial family a (class, term)
-            column MultiIndex.
+            column MultiIndex. With ``interval``, three times as many columns
+            under a first column level ``statistic``: ``"coef"`` (the frame
+            above), ``"lower"`` and ``"upper"``, so that
+            ``local_coef(X, interval=0.9)["lower"]`` is shaped as
+            ``local_coef(X)``.
         """
+        if interval is not None:
+            from .intervals import local_coef_interval
+
+            coef = self.local_coef(X, offset)
+            return local_coef_interval(self, X, coef, interval, offset)
         predictor = self.predictor()
         _, theta = predictor.coefficients(predictor.design(X), offset)
         theta = predictor.to_user_units(theta)
