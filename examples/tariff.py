@@ -7,17 +7,17 @@ Run:  python examples/tariff.py [factors.csv] [--data DIR]    (about 20-40 s)
 A Poisson GLM of claim counts with the offset ``log(exposure)`` on a motor
 portfolio (``norauto``, CASdatasets: driver sex and age class, distance
 limit, region; read from ``../shared/data/insurance/`` beside the repository,
-or ``--data``), whose coefficients the graph network lets vary per policy,
+or ``--data``), written as a formula whose left side names the claim counts
+in the frame, and whose coefficients the graph network lets vary per policy,
 under two constraints a pricing actuary would put on them:
 
 - ``global_terms=["Male", "Young"]``: the driver's sex and age class are
   protected factors, so their coefficients are the same for every policy (the
   network gives them no deviation);
-- ``local_sign={"DistLimit_no limit": "positive"}``: the surcharge of a
-  contract without a distance limit may vary between policies but never turns
-  into a discount. It is a surcharge against the tightest limit, 8,000 km,
-  made the base level with ``base_levels`` (by default the base is the level
-  with the most policies, here "no limit" itself, which then has no term).
+- ``local_sign`` on the term of "no limit": the surcharge of a contract
+  without a distance limit may vary between policies but never turns into a
+  discount. It is a surcharge against the tightest limit, 8,000 km, made the
+  base level in the formula (``contr.treatment('8000 km')``).
 
 The factor table (one row per rating factor and level: relativity
 ``exp(coef)`` with its 95 % interval, policies and exposure at the level, and
@@ -41,6 +41,9 @@ from autoglm_graph import GraphGLMRegressor
 REPO = Path(__file__).resolve().parent.parent
 N_POLICIES = 20_000
 FACTORS = ["Male", "Young", "DistLimit", "GeoRegion"]
+DISTANCE = "C(DistLimit, contr.treatment('8000 km'))"
+FORMULA = f"NbClaim ~ Male + Young + {DISTANCE} + GeoRegion"
+UNLIMITED = f"{DISTANCE}[T.no limit]"  # the formula's name of that term
 
 parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
 parser.add_argument("output", nargs="?", help="CSV file for the factor table")
@@ -61,7 +64,7 @@ if not path.exists():
     sys.exit(0)
 
 data = pd.read_parquet(path).sample(N_POLICIES, random_state=0)
-X = data[FACTORS]
+X = data[[*FACTORS, "NbClaim"]]
 claims = data["NbClaim"].to_numpy()
 offset = np.log(data["Expo"].to_numpy())
 print(
@@ -70,14 +73,14 @@ print(
 
 model = GraphGLMRegressor(
     family="poisson",
-    base_levels={"DistLimit": "8000 km"},
+    formula=FORMULA,
     global_terms=["Male", "Young"],
-    local_sign={"DistLimit_no limit": "positive"},
+    local_sign={UNLIMITED: "positive"},
     max_epochs=30,
     random_state=0,
 )
 start = time.perf_counter()
-model.fit(X, claims, offset=offset)
+model.fit(X, offset=offset)  # y is the formula's left side
 print(f"fitted in {time.perf_counter() - start:.1f} s; ", end="")
 if model.is_global_only_:
     print(f"the model is the global GLM ({model.global_only_reason_})")
@@ -85,7 +88,7 @@ else:
     print(f"the network was kept (best epoch {model.best_epoch_})")
 
 local = model.local_coef(X)
-unlimited = local["DistLimit_no limit"]
+unlimited = local[UNLIMITED]
 print(
     f"per-policy coefficient of Male: spread {np.ptp(local['Male']):.1e} (held "
     f"global); of DistLimit 'no limit': {unlimited.min():.3f} to "
