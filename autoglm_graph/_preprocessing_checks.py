@@ -17,8 +17,11 @@ from sklearn.preprocessing import OneHotEncoder
 def _onehot_widths(encoder: OneHotEncoder) -> list[int]:
     """Output columns per input column of a fitted encoder (no level dropped)."""
     widths = []
+    # infrequent_categories_ exists only where levels can be grouped
+    # (min_frequency or max_categories set).
+    grouping = encoder.min_frequency is not None or encoder.max_categories is not None
     for i, categories in enumerate(encoder.categories_):
-        infrequent = encoder.infrequent_categories_[i]
+        infrequent = encoder.infrequent_categories_[i] if grouping else None
         if infrequent is None:
             widths.append(len(categories))
         else:  # the rare levels share one "infrequent" column

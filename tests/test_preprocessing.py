@@ -648,3 +648,12 @@ def test_categorical_blocks_name_each_columns_levels():
     for block in blocks[:2]:
         assert (out[:, block].sum(axis=1) == 1).all()  # one level per row
     assert TabularPreprocessor().fit(X[["a", "b"]]).categorical_blocks() == []
+
+
+def test_levels_without_grouping_are_one_block_each():
+    # Without min_frequency and max_categories the encoder groups no level
+    # (and has no infrequent_categories_ to read).
+    X = pd.DataFrame({"a": [1.0, 2.0, 3.0, 4.0], "c": list("xyxz")})
+    pre = TabularPreprocessor(min_frequency=None, max_categories=None).fit(X)
+    blocks = pre.categorical_blocks()
+    assert len(blocks) == 1 and list(blocks[0]) == [1, 2, 3]
