@@ -395,7 +395,7 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
             print(
                 f"{type(self).__name__}: the fitted model is the global GLM ({reason})."
             )
-        self._train_index = self._row_labels(X)
+        self._train_index = np.asarray(self._row_labels(X))
         self.offset_used_ = offset is not None  # predict warns when it is missing
         self.fit_times_ = times.result()
         return self

@@ -72,7 +72,7 @@ class _ReadingMixin:
         terms = ["intercept", *self.feature_names_out_]
         if not predictor.glm_terms.fit_intercept:  # no intercept column
             theta, terms = theta[..., 1:], terms[1:]
-        index = X.index if hasattr(X, "index") else None
+        index = self._row_labels(X)
         if self._n_outputs == 1:
             return pd.DataFrame(theta[:, 0, :], columns=terms, index=index)
         columns = pd.MultiIndex.from_product(
@@ -128,10 +128,12 @@ class _ReadingMixin:
         return pd.concat(frames, ignore_index=True)[columns]
 
     @staticmethod
-    def _row_labels(X) -> np.ndarray:
+    def _row_labels(X) -> pd.Index:
+        if isinstance(X, pd.Series):  # one row: its name labels it
+            return pd.Index([0 if X.name is None else X.name])
         if hasattr(X, "index"):
-            return np.asarray(X.index)
-        return np.arange(X.shape[0])
+            return X.index
+        return pd.RangeIndex(X.shape[0])
 
     def coef_table(
         self,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from autoglm_graph import GraphGLMRegressor
@@ -283,6 +284,10 @@ def test_a_series_is_one_row():
     X, y = _grouped_frame()
     model = GraphGLMRegressor(family="poisson", max_epochs=0).fit(X, y)
     np.testing.assert_allclose(model.predict(X.iloc[3]), model.predict(X.iloc[[3]]))
+    # Its per-row coefficients are one row too, labelled by the Series' name.
+    pd.testing.assert_frame_equal(
+        model.local_coef(X.iloc[3]), model.local_coef(X.iloc[[3]])
+    )
 
 
 def test_heterogeneity_of_a_global_glm_says_there_is_no_network():
