@@ -103,7 +103,7 @@ def test_same_seed_same_members(data):
     )
 
 
-def test_classifier_and_pickle(data):
+def test_classifier_pickle_and_save(data, tmp_path):
     X, y = data
     labels = (y > np.median(y)).astype(int)
     model = GraphGLMClassifier(
@@ -112,6 +112,8 @@ def test_classifier_and_pickle(data):
     local = pickle.loads(pickle.dumps(model)).local_coef(X[:5], interval=0.9)
     assert local.shape == (5, 3 * 4)
     assert np.all(local["lower"].to_numpy() <= local["upper"].to_numpy())
+    saved = load(model.save(tmp_path / "model.zip")).local_coef(X[:5], interval=0.9)
+    pd.testing.assert_frame_equal(saved, local, check_exact=True)
 
 
 def test_default_fits_no_members(fitted, data):
