@@ -152,6 +152,7 @@ def _members_state(model, interval_members: list, tensors: dict) -> list[dict]:
             f"A model file holds at most {MAX_MEMBERS} interval_members_; this "
             f"model has {len(interval_members)}."
         )
+    # Each member fitted its own preprocessor: compare contents, not objects.
     preprocessor = joblib.hash(model.preprocessor_)
     configs = []
     for i, member in enumerate(interval_members):
