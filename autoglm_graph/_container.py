@@ -34,6 +34,7 @@ __all__ = [
     "JSON_NAME",
     "MAX_COMPRESSION_RATIO",
     "MAX_JSON_DEPTH",
+    "MAX_MEMBERS",
     "MAX_MEMBER_BYTES",
     "PREPROCESSOR_NAME",
     "TENSORS_NAME",
@@ -49,7 +50,10 @@ FORMAT_NAME = "autoglm_graph.model"
 FORMAT_VERSION = 2
 """Version of the layout written by :func:`autoglm_graph.io.save_model`;
 :func:`~autoglm_graph.io.load_model` reads exactly this version (2 added
-``checksums.sha256`` and ``fitted.offset_used_``)."""
+``checksums.sha256`` and ``fitted.offset_used_``). The bootstrap members of
+``interval_members`` came later, within version 2: a file without them reads
+as before; a file with them needs a reader that knows them (an older one
+refuses their ``members.<i>.*`` tensors)."""
 
 JSON_NAME = "model.json"
 TENSORS_NAME = "tensors.safetensors"
@@ -74,6 +78,8 @@ MAX_MEMBER_BYTES: dict[str, int] = {
 MAX_COMPRESSION_RATIO = 200
 #: Deepest nesting of lists and objects in ``model.json`` (its own is ~5).
 MAX_JSON_DEPTH = 32
+#: Most bootstrap members (``interval_members_``) a model file may hold.
+MAX_MEMBERS = 1000
 
 
 class ModelFileError(ValueError):

@@ -9,8 +9,6 @@ registered with :func:`autoglm_graph._saving.register_estimator`.
 
 from __future__ import annotations
 
-import warnings
-
 import torch
 
 from ._fitted import FittedNetwork
@@ -39,18 +37,10 @@ class _PersistenceMixin:
 
         Notes
         -----
-        The bootstrap members of ``interval_members`` are not saved (pickle
-        keeps them): a loaded model has none, and ``local_coef(X,
-        interval=...)`` asks for a refit.
+        The bootstrap members of ``interval_members`` are saved with the
+        model, so that the loaded model's ``local_coef(X, interval=...)`` is
+        the same.
         """
-        if getattr(self, "interval_members_", None):
-            warnings.warn(
-                f"save() does not save the {len(self.interval_members_)} "
-                "interval_members_ of this model: the loaded model gives no "
-                "local_coef intervals. Pickle keeps them.",
-                UserWarning,
-                stacklevel=2,
-            )
         return save_model(self, path)
 
     def _save_state(self) -> tuple:
@@ -75,7 +65,7 @@ class _PersistenceMixin:
         self._fitted = network
         self._validation_positions = None  # not saved: only a search reads it
         self.network_ = None if network is None else network.net
-        self.interval_members_ = []  # not saved (save() warns)
+        self.interval_members_ = []  # the reader sets the saved members after
 
     def __getstate__(self):
         # The fitted network pickles through its state() (tensors on the CPU);

@@ -15,6 +15,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import joblib
 import numpy as np
 import skops.io as sio
 import torch
@@ -26,6 +27,7 @@ from ._container import (
     FORMAT_NAME,
     FORMAT_VERSION,
     JSON_NAME,
+    MAX_MEMBERS,
     PREPROCESSOR_NAME,
     TENSORS_NAME,
     _labels_to_json,
@@ -88,6 +90,12 @@ def save_model(model, path: str | os.PathLike) -> Path:
     None, with a warning when it was set. A ``RandomState`` instance as
     ``random_state`` is saved as None too. Tensors are saved from the CPU.
 
+    The bootstrap members of ``interval_members`` (``interval_members_``,
+    at most :data:`~autoglm_graph.io.MAX_MEMBERS`) are saved with the model:
+    each member's configuration in ``model.json`` under ``interval_members``,
+    its tensors under the names ``members.<i>.<name>``, and the preprocessor
+    once (a member's is the model's: the same rows, fitted without weights).
+
     Saving over an existing model is atomic: the new model is written beside
     it under a hidden temporary name, flushed to disk (fsync), then renamed
     over it (a directory is swapped in one step where the system can: Linux
@@ -115,6 +123,16 @@ def save_model(model, path: str | os.PathLike) -> Path:
         raise TypeError(f"save_model saves {' and '.join(ESTIMATORS)}; got {name}.")
     check_is_fitted(model, "global_glm_")
     config, tensors = _model_state(model)
+    config = {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "estimator": config["estimator"],
+        "versions": _versions(),
+        **config,
+    }
+    interval_members = getattr(model, "interval_members_", None) or []
+    if interval_members:  # files without members stay as before
+        config["interval_members"] = _members_state(model, interval_members, tensors)
     members = {
         JSON_NAME: json.dumps(config, indent=1).encode("utf-8"),
         TENSORS_NAME: st_save(tensors),
@@ -125,7 +143,40 @@ def save_model(model, path: str | os.PathLike) -> Path:
     return path
 
 
+def _members_state(model, interval_members: list, tensors: dict) -> list[dict]:
+    """The bootstrap members' configurations; their tensors are added to
+    ``tensors`` as ``members.<i>.<name>``. They share the model's
+    preprocessor (fitted on the same rows, without the weights), saved once."""
+    if len(interval_members) > MAX_MEMBERS:
+        raise ValueError(
+            f"A model file holds at most {MAX_MEMBERS} interval_members_; this "
+            f"model has {len(interval_members)}."
+        )
+    # Each member fitted its own preprocessor: compare contents, not objects.
+    preprocessor = joblib.hash(model.preprocessor_)
+    configs = []
+    for i, member in enumerate(interval_members):
+        if type(member) is not type(model):
+            raise TypeError(
+                f"interval_members_[{i}] is a {type(member).__name__}, not a "
+                f"{type(model).__name__}."
+            )
+        check_is_fitted(member, "global_glm_")
+        if joblib.hash(member.preprocessor_) != preprocessor:
+            raise ValueError(
+                f"interval_members_[{i}] has another preprocessor than the model "
+                "(a member is fitted on the model's rows): it cannot be saved."
+            )
+        config, member_tensors = _model_state(member)
+        for key, tensor in member_tensors.items():
+            tensors[f"members.{i}.{key}"] = tensor
+        configs.append(config)
+    return configs
+
+
 def _model_state(model) -> tuple[dict, dict[str, torch.Tensor]]:
+    """One model's configuration (estimator, parameters, family and fitted
+    state; the file's header aside) and its tensors by name."""
     tensors: dict[str, torch.Tensor] = {}
 
     def put(key: str, value) -> None:
@@ -186,10 +237,7 @@ def _model_state(model) -> tuple[dict, dict[str, torch.Tensor]]:
         for name in LOCATION_ARRAYS:
             put(f"location.{name}", np.asarray(getattr(effect, name), np.float64))
     config = {
-        "format": FORMAT_NAME,
-        "format_version": FORMAT_VERSION,
         "estimator": type(model).__name__,
-        "versions": _versions(),
         "params": _params_to_json(model),
         "family": {"name": model.family_.name, "params": model.family_._params()},
         "fitted": fitted,

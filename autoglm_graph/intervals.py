@@ -122,8 +122,7 @@ def local_coef_interval(
         raise ValueError(
             "local_coef(interval=...) needs the bootstrap members of the fit: "
             f"refit with interval_members >= 2 (e.g. 20); this "
-            f"{type(estimator).__name__} has {len(members)} member(s) "
-            "(save() does not keep them; pickle does)."
+            f"{type(estimator).__name__} has {len(members)} member(s)."
         )
     draws = np.stack([m.local_coef(X, offset).to_numpy() for m in members])
     half = norm.ppf((1.0 + interval) / 2.0) * draws.std(axis=0, ddof=1)

@@ -19,6 +19,12 @@ A saved model is four members, in a directory or in one zip file:
     The sha256 of the other three, as ``sha256sum`` writes them: a damaged
     byte anywhere is refused before anything is parsed.
 
+A model with bootstrap members (``interval_members_``) holds each member as
+a nested model: its configuration in ``model.json`` under
+``interval_members`` (a list), its tensors named ``members.<i>.<name>``, and
+the model's preprocessor, which the members share. Each member is checked as
+the model is, and a file may hold at most :data:`MAX_MEMBERS` of them.
+
 Loading executes nothing taken from the files: class and family names are
 looked up in fixed dictionaries, the skops file may only hold scikit-learn's
 own types plus the five pinned in :data:`TRUSTED_PREPROCESSOR_TYPES`, every
@@ -64,6 +70,7 @@ from ._container import (
     JSON_NAME,
     MAX_COMPRESSION_RATIO,
     MAX_MEMBER_BYTES,
+    MAX_MEMBERS,
     PREPROCESSOR_NAME,
     TENSORS_NAME,
     ModelFileError,
@@ -108,6 +115,7 @@ __all__ = [
     "FORMAT_VERSION",
     "MAX_COMPRESSION_RATIO",
     "MAX_LAYERS",
+    "MAX_MEMBERS",
     "MAX_MEMBER_BYTES",
     "TRUSTED_PREPROCESSOR_TYPES",
     "ModelFileError",
@@ -167,7 +175,15 @@ def load_model(path: str | os.PathLike):
             f"corrupted?): {exc}"
         ) from exc
     try:
-        return _build(config, tensors, _load_preprocessor(members[PREPROCESSOR_NAME]))
+        preprocessor = _load_preprocessor(members[PREPROCESSOR_NAME])
+        member_configs = _member_configs(config)
+        tensors, member_tensors = _split_member_tensors(tensors, len(member_configs))
+        model = _build(config, tensors, preprocessor)
+        model.interval_members_ = [
+            _build({**member, "estimator": config["estimator"]}, own, preprocessor)
+            for member, own in zip(member_configs, member_tensors, strict=True)
+        ]
+        return model
     except ModelFileError:
         raise
     except (
@@ -192,6 +208,52 @@ def _check_header(config) -> None:
             f"The model file has format version {version!r}; this version of "
             f"autoglm_graph reads version {FORMAT_VERSION}."
         )
+
+
+# The keys of a bootstrap member's configuration (its class is the model's).
+_MEMBER_KEYS = frozenset({"estimator", "params", "family", "fitted"})
+
+
+def _member_configs(config: dict) -> list[dict]:
+    """The bootstrap members' configurations (none in a file without them),
+    at most :data:`MAX_MEMBERS`, each of the model's class."""
+    configs = config.get("interval_members", [])
+    if not isinstance(configs, list) or len(configs) > MAX_MEMBERS:
+        raise ModelFileError(
+            f"interval_members must be a list of at most {MAX_MEMBERS} models."
+        )
+    for i, member in enumerate(configs):
+        if not isinstance(member, dict) or not set(member) <= _MEMBER_KEYS:
+            raise ModelFileError(
+                f"interval_members[{i}] must be an object of "
+                f"{', '.join(sorted(_MEMBER_KEYS))}."
+            )
+        if member.get("estimator", config.get("estimator")) != config.get("estimator"):
+            raise ModelFileError(f"interval_members[{i}] is not of the model's class.")
+    return configs
+
+
+def _split_member_tensors(
+    tensors: dict[str, torch.Tensor], n_members: int
+) -> tuple[dict[str, torch.Tensor], list[dict[str, torch.Tensor]]]:
+    """The model's own tensors, and each member's (stored as
+    ``members.<i>.<name>``) under its plain names."""
+    own: dict[str, torch.Tensor] = {}
+    members: list[dict[str, torch.Tensor]] = [{} for _ in range(n_members)]
+    for key, tensor in tensors.items():
+        if not key.startswith("members."):
+            own[key] = tensor
+            continue
+        index, _, name = key.removeprefix("members.").partition(".")
+        if not (index.isascii() and index.isdecimal()) or not name:
+            raise ModelFileError(f"The tensor {key!r} names no member.")
+        if str(int(index)) != index or int(index) >= n_members:
+            raise ModelFileError(
+                f"The tensor {key!r} names a member beyond the {n_members} of "
+                f"{JSON_NAME}."
+            )
+        members[int(index)][name] = tensor
+    return own, members
 
 
 def _load_preprocessor(data: bytes) -> TabularPreprocessor:

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import json
 import pickle
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
+import torch
+from safetensors.torch import load as st_load
+from safetensors.torch import save as st_save
 from scipy.stats import norm
 
-from autoglm_graph import GraphGLMClassifier, GraphGLMRegressor
+from autoglm_graph import GraphGLMClassifier, GraphGLMRegressor, load
 from autoglm_graph.datasets import make_varying_coefficients
+from autoglm_graph.io import MAX_MEMBERS, ModelFileError
+from autoglm_graph.preprocessing import TabularPreprocessor
 
 SMALL = dict(
     family="poisson",
@@ -94,7 +103,7 @@ def test_same_seed_same_members(data):
     )
 
 
-def test_classifier_and_pickle(data):
+def test_classifier_pickle_and_save(data, tmp_path):
     X, y = data
     labels = (y > np.median(y)).astype(int)
     model = GraphGLMClassifier(
@@ -103,6 +112,8 @@ def test_classifier_and_pickle(data):
     local = pickle.loads(pickle.dumps(model)).local_coef(X[:5], interval=0.9)
     assert local.shape == (5, 3 * 4)
     assert np.all(local["lower"].to_numpy() <= local["upper"].to_numpy())
+    saved = load(model.save(tmp_path / "model.zip")).local_coef(X[:5], interval=0.9)
+    pd.testing.assert_frame_equal(saved, local, check_exact=True)
 
 
 def test_default_fits_no_members(fitted, data):
@@ -125,6 +136,130 @@ def test_bad_interval_members(data, members):
         GraphGLMRegressor(interval_members=members).fit(*data)
 
 
-def test_save_warns_that_members_are_not_saved(fitted, tmp_path):
-    with pytest.warns(UserWarning, match="interval_members_"):
-        fitted.save(tmp_path / "model")
+def _reseal(path):
+    """Rewrite the checksums after an edit (a file edited and re-hashed)."""
+    members = ("model.json", "tensors.safetensors", "preprocessor.skops")
+    lines = [
+        f"{hashlib.sha256((path / m).read_bytes()).hexdigest()}  {m}\n" for m in members
+    ]
+    (path / "checksums.sha256").write_text("".join(lines))
+
+
+def _edit(path, config_edit=None, tensors_edit=None):
+    if config_edit is not None:
+        config = json.loads((path / "model.json").read_text())
+        config_edit(config)
+        (path / "model.json").write_text(json.dumps(config))
+    if tensors_edit is not None:
+        tensors = dict(st_load((path / "tensors.safetensors").read_bytes()))
+        tensors_edit(tensors)
+        (path / "tensors.safetensors").write_bytes(st_save(tensors))
+    _reseal(path)
+
+
+@pytest.mark.parametrize("suffix", ["", ".zip"])
+def test_save_and_load_keep_the_members(fitted, data, tmp_path, suffix):
+    X, _ = data
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning that members are lost
+        path = fitted.save(tmp_path / f"model{suffix}")
+    loaded = load(path)
+    assert len(loaded.interval_members_) == len(fitted.interval_members_)
+    assert all(type(m) is type(fitted) for m in loaded.interval_members_)
+    # The members share the model's preprocessor, saved once.
+    assert all(
+        m.preprocessor_ is loaded.preprocessor_ for m in loaded.interval_members_
+    )
+    pd.testing.assert_frame_equal(
+        loaded.local_coef(X, interval=0.9),
+        fitted.local_coef(X, interval=0.9),
+        check_exact=True,
+    )
+    for mine, theirs in zip(
+        loaded.interval_members_, fitted.interval_members_, strict=True
+    ):
+        assert mine.get_params() == theirs.get_params()
+        assert mine.interval_members_ == []
+
+
+def test_file_without_members_loads(fitted, data, tmp_path):
+    """The layout written before members were saved (and still written for a
+    model without members) loads, with no members."""
+    X, y = data
+    plain = GraphGLMRegressor(family="poisson", local_penalty=np.inf).fit(X, y)
+    path = plain.save(tmp_path / "plain")
+    assert "interval_members" not in json.loads((path / "model.json").read_text())
+    assert load(path).interval_members_ == []
+    path = fitted.save(tmp_path / "stripped")
+    _edit(
+        path,
+        lambda c: c.pop("interval_members"),
+        lambda t: [t.pop(k) for k in list(t) if k.startswith("members.")],
+    )
+    loaded = load(path)
+    assert loaded.interval_members_ == []
+    pd.testing.assert_frame_equal(loaded.local_coef(X), fitted.local_coef(X))
+
+
+@pytest.mark.parametrize(
+    "config_edit, tensors_edit, match",
+    [
+        (
+            lambda c: c["interval_members"][1]["fitted"]["network"]["net"].update(
+                conv="builtins.exec"
+            ),
+            None,
+            "conv",
+        ),
+        (lambda c: c["interval_members"][0].update(estimator="X"), None, "class"),
+        (
+            lambda c: c["interval_members"][0].update(interval_members=[]),
+            None,
+            "must be an object of",
+        ),
+        (lambda c: c["interval_members"].pop(), None, "beyond"),
+        (lambda c: c.update(interval_members={}), None, "list of at most"),
+        (
+            lambda c: c.update(interval_members=[{}] * (MAX_MEMBERS + 1)),
+            None,
+            "list of at most",
+        ),
+        (None, lambda t: t.pop("members.2.global_glm.coef"), "missing"),
+        (
+            None,
+            lambda t: t.update({"members.2.global_glm.coef": torch.zeros(1, 2)}),
+            "shape",
+        ),
+        (None, lambda t: t.update({"members.02.extra": torch.zeros(1)}), "member"),
+        (None, lambda t: t.update({"members.x": torch.zeros(1)}), "names no member"),
+    ],
+    ids=[
+        "member-conv",
+        "member-class",
+        "member-nested",
+        "member-missing",
+        "members-not-a-list",
+        "too-many-members",
+        "member-tensor-missing",
+        "member-tensor-shape",
+        "member-index-padded",
+        "member-index-bad",
+    ],
+)
+def test_corrupted_member_is_refused(
+    fitted, tmp_path, config_edit, tensors_edit, match
+):
+    path = fitted.save(tmp_path / "model")
+    _edit(path, config_edit, tensors_edit)
+    with pytest.raises(ModelFileError, match=match):
+        load(path)
+
+
+def test_save_refuses_a_member_of_another_preprocessor(fitted, data, tmp_path):
+    X, _ = data
+    member = copy.copy(fitted.interval_members_[0])
+    member.preprocessor_ = TabularPreprocessor().fit(X[:50] * 2)
+    model = copy.copy(fitted)
+    model.interval_members_ = [member, *fitted.interval_members_[1:]]
+    with pytest.raises(ValueError, match="another preprocessor"):
+        model.save(tmp_path / "model")
