@@ -84,7 +84,11 @@ class SplineTerm:
         eigenvalues, vectors = linalg.eigh(D.T @ D)
         wiggly = eigenvalues > 1e-9 * eigenvalues.max()
         return cls(
-            str(name), int(position), breakpoints, vectors[:, wiggly], eigenvalues[wiggly]
+            str(name),
+            int(position),
+            breakpoints,
+            vectors[:, wiggly],
+            eigenvalues[wiggly],
         )
 
     def basis(self, x: np.ndarray) -> np.ndarray:
@@ -111,11 +115,17 @@ class SplineTerm:
         breakpoints = np.asarray(state["breakpoints"], dtype=np.float64)
         n_basis = len(breakpoints) + DEGREE - 1
         if rotation.shape != (n_basis, len(eigenvalues)) or np.any(eigenvalues <= 0):
-            raise ValueError("A spline's rotation must match its knots and eigenvalues.")
+            raise ValueError(
+                "A spline's rotation must match its knots and eigenvalues."
+            )
         if len(breakpoints) < 2 or np.any(np.diff(breakpoints) <= 0):
             raise ValueError("A spline's breakpoints must increase.")
         return cls(
-            str(state["name"]), int(state["position"]), breakpoints, rotation, eigenvalues
+            str(state["name"]),
+            int(state["position"]),
+            breakpoints,
+            rotation,
+            eigenvalues,
         )
 
 
