@@ -713,7 +713,6 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
         chosen = _splines_of(self)
         if chosen is False:
             return terms
-        shift, _ = self.preprocessor_.design_scaling()
         names = [str(n) for n in self.preprocessor_.get_feature_names_out()]
         numeric = set(map(str, self.preprocessor_.numeric_features_))
         in_glm = {names[int(c)]: int(c) for c in terms.columns}

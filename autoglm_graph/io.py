@@ -81,7 +81,6 @@ from ._container import (
 )
 from ._fitted import FittedNetwork
 from ._formula import FormulaDesign
-from ._splines import SplineDesign
 from ._glm import GlobalGLM
 from ._io_checks import (
     LOCATION_ARRAYS,
@@ -95,6 +94,7 @@ from ._io_checks import (
 )
 from ._prediction_index import PredictionIndex
 from ._saving import ESTIMATORS, register_estimator, save_model
+from ._splines import SplineDesign
 from ._terms import GLMTerms
 from ._validation import resolve_device
 from .constraints import check_constraint_params

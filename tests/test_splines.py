@@ -87,8 +87,7 @@ def test_an_infinite_smoothing_penalty_is_the_linear_glm(data, gam):
     np.testing.assert_allclose(glm.coef[0, 4:], 0.0, atol=1e-5)
 
 
-def test_new_rows_beyond_the_range_continue_linearly(data, gam):
-    X, _ = data
+def test_new_rows_beyond_the_range_continue_linearly(gam):
     far = pd.DataFrame({"age": [100.0, 120.0, 140.0], "d": 0.0, "r": "a"})
     eta = np.log(gam.predict(far))
     assert np.all(np.isfinite(eta))
