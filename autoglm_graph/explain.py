@@ -95,8 +95,9 @@ def coef_table(
     spline columns: the covariance is the Bayesian one of a penalised GLM
     (mgcv's ``Vp``, Wood 2006), which covers the smoothing bias. The
     dispersion is the Pearson chi2 over ``n - rank`` for the gaussian, gamma
-    and tweedie families and 1 for the others. Only the differences between multinomial classes are identified: its covariance is
-    the pseudo-inverse, i.e. that of the classes' centred intercepts.
+    and tweedie families and 1 for the others. Only the differences between
+    multinomial classes are identified: its covariance is the pseudo-inverse,
+    i.e. that of the classes' centred intercepts.
 
     Examples
     --------
