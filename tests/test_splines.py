@@ -143,3 +143,19 @@ def test_splines_with_a_formula_is_an_error(data):
     X, y = data
     with pytest.raises(ValueError, match="splines"):
         GraphGLMRegressor(formula="age + d", splines=True).fit(X, y)
+
+
+def test_a_spline_column_held_global_holds_its_basis(data):
+    X, y = data
+    model = GraphGLMRegressor(
+        family="poisson",
+        splines=True,
+        global_terms=["age"],
+        local_sign={"d": "positive"},
+        max_epochs=2,
+        random_state=0,
+    ).fit(X, y)
+    local = model.local_coef(X.iloc[:50])
+    ages = [c for c in local.columns if c == "age" or c.startswith("age_s")]
+    assert len(ages) > 1
+    assert np.ptp(local[ages].to_numpy(), axis=0).max() == 0.0
