@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import warnings
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -33,6 +34,7 @@ from ._glm import balance_glm, fit_global_glm, fit_negative_binomial
 from ._location_fit import _LocationMixin
 from ._persistence import _PersistenceMixin
 from ._reading import _ReadingMixin
+from ._splines import SplineDesign, check_splines, choose_penalty
 from ._terms import CATEGORICAL_CODINGS, GLMTerms, choose_columns
 from ._threads import with_thread_limit
 from ._timing import PhaseTimes
@@ -71,6 +73,7 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
         *,
         alpha: float = 1e-4,
         formula: str | None = None,
+        splines: bool | list = False,
         fit_intercept: bool = True,
         categorical_coding: str = "treatment",
         base_levels: dict | None = None,
@@ -111,6 +114,7 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
     ) -> None:
         self.alpha = alpha
         self.formula = formula
+        self.splines = splines
         self.fit_intercept = fit_intercept
         self.categorical_coding = categorical_coding
         self.base_levels = base_levels
@@ -179,6 +183,13 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
         check_option("fit_intercept", self.fit_intercept, (True, False))
         check_option("categorical_coding", self.categorical_coding, CATEGORICAL_CODINGS)
         check_formula(self.formula)
+        check_splines(_splines_of(self))
+        if self.formula is not None and _splines_of(self) is not False:
+            raise ValueError(
+                "The 'splines' parameter does not apply with a formula: write the "
+                "splines in the formula, e.g. bs(age, df=5); got "
+                f"formula={self.formula!r} and splines={self.splines!r}."
+            )
         if self.formula is not None and self.base_levels is not None:
             raise ValueError(
                 "The 'base_levels' parameter does not apply with a formula: choose "
@@ -344,6 +355,7 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
             # network takes a float32 copy).
             design = self.preprocessor_.fit_transform(X, dtype=np.float64)
             terms = self._choose_terms(design, sample_weight, X)
+            terms = self._add_splines(terms, design)
             design = terms.design(design, X)  # (the formula's columns appended)
             glm_design = terms.select(design)
         glm_kwargs = dict(
@@ -354,6 +366,10 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
             fit_intercept=terms.fit_intercept,
         )
         with times.phase("global_glm"):
+            if terms.splines is not None:
+                terms = self._smoothing_penalty(glm_design, y_model, terms, glm_kwargs)
+                penalty_weights = terms.penalty_weights(self.alpha)
+                glm_kwargs.update(alpha=1.0, penalty_weights=penalty_weights)
             if isinstance(family, NegativeBinomialFamily) and self._theta_by_ml():
                 glm, family = fit_negative_binomial(glm_design, y_model, **glm_kwargs)
                 self.family_ = family
@@ -668,6 +684,66 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
             getattr(self, "_terms", None),
         )
 
+    def _smoothing_penalty(self, glm_design, y_model, terms, glm_kwargs) -> GLMTerms:
+        """The terms with the splines' penalty of least GCV score
+        (``splines_penalty_``, each penalty's score in ``splines_scores_``)."""
+        splines = terms.splines
+
+        def weights(lam):
+            trial = replace(terms, splines=splines.with_penalty(lam))
+            return trial.penalty_weights(self.alpha)
+
+        penalty, self.splines_scores_ = choose_penalty(
+            glm_design,
+            y_model,
+            self.family_,
+            weights,
+            n_outputs=self._n_outputs,
+            sample_weight=glm_kwargs["sample_weight"],
+            offset=glm_kwargs["offset"],
+            fit_intercept=terms.fit_intercept,
+        )
+        self.splines_penalty_ = penalty
+        self._terms = replace(terms, splines=splines.with_penalty(penalty))
+        return self._terms
+
+    def _add_splines(self, terms: GLMTerms, design) -> GLMTerms:
+        """``terms`` with the spline bases of the ``splines`` parameter's
+        numeric columns appended (themselves when it is False)."""
+        chosen = _splines_of(self)
+        if chosen is False:
+            return terms
+        names = [str(n) for n in self.preprocessor_.get_feature_names_out()]
+        numeric = set(map(str, self.preprocessor_.numeric_features_))
+        in_glm = {names[int(c)]: int(c) for c in terms.columns}
+        candidates = {
+            name: position
+            for name, position in in_glm.items()
+            if name in numeric and len(np.unique(design[:, position])) >= 6
+        }
+        if chosen is True:
+            selected = list(candidates)
+        else:
+            unknown = [c for c in chosen if c not in candidates]
+            if unknown:
+                raise ValueError(
+                    f"The 'splines' parameter names column(s) {unknown!r} that are "
+                    "not numeric terms of the GLM with at least 6 distinct values "
+                    f"(those are: {sorted(candidates)!r})."
+                )
+            selected = list(dict.fromkeys(chosen))
+        if not selected:
+            return terms
+        splines = SplineDesign.fit(
+            design,
+            [candidates[c] for c in selected],
+            selected,
+            terms.fit_intercept,
+        )
+        self._terms = terms.with_splines(splines, design.shape[1])
+        self.feature_names_out_ = self._terms.names
+        return self._terms
+
     def _choose_terms(self, design, sample_weight, X) -> GLMTerms:
         """The global GLM's terms (``_terms``), ``feature_names_out_`` and
         ``base_levels_``: the formula's columns of ``X``, or a choice among
@@ -702,6 +778,11 @@ class _BaseGraphGLM(_ReadingMixin, _LocationMixin, _PersistenceMixin, BaseEstima
         )
         self.feature_names_out_ = self._terms.names
         return self._terms
+
+
+def _splines_of(estimator):
+    """The ``splines`` parameter (False for an estimator pickled before it)."""
+    return getattr(estimator, "splines", False)
 
 
 def _check_location_columns(columns) -> None:

@@ -208,6 +208,8 @@ def _model_state(model) -> tuple[dict, dict[str, torch.Tensor]]:
     }
     if terms.formula is not None:  # its text and fitted levels, knots, scaling
         fitted["glm_terms"]["formula"] = terms.formula.state()
+    if terms.splines is not None:  # knots, bases, scaling and penalty
+        fitted["glm_terms"]["splines"] = terms.splines.state()
     if hasattr(model, "feature_names_in_"):
         fitted["feature_names_in_"] = [str(n) for n in model.feature_names_in_]
     for key in (

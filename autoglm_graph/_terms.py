@@ -8,16 +8,18 @@ coefficients are contrasts with the base and are identified without a
 penalty. Without an intercept the numeric columns are scaled but not centred
 (centring would add an intercept to the model). With a formula
 (:mod:`autoglm_graph._formula`) the GLM's columns are the formula's, appended
-to the preprocessed design after the network's context.
+to the preprocessed design after the network's context; so are the
+penalised spline columns of ``splines`` (:mod:`autoglm_graph._splines`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ._formula import FormulaDesign
+from ._splines import SplineDesign
 from .preprocessing import TabularPreprocessor
 
 __all__ = ["CATEGORICAL_CODINGS", "GLMTerms", "choose_columns"]
@@ -49,7 +51,11 @@ class GLMTerms:
         The formula whose columns follow the network's context in the design
         (:meth:`design`); None: the GLM reads preprocessed columns.
     n_context : int or None
-        The network's context columns at the front of a formula's design.
+        The network's context columns at the front of a formula's or the
+        splines' design.
+    splines : SplineDesign or None
+        The penalised spline columns that follow the context (the GLM's last
+        terms); None without.
     """
 
     columns: np.ndarray
@@ -61,6 +67,7 @@ class GLMTerms:
     full: bool
     formula: FormulaDesign | None = None
     n_context: int | None = None
+    splines: SplineDesign | None = None
 
     @classmethod
     def from_preprocessor(
@@ -95,20 +102,50 @@ class GLMTerms:
             int(n_context),
         )
 
+    def with_splines(self, splines: SplineDesign, n_context: int) -> GLMTerms:
+        """These terms and the spline columns appended after ``n_context``
+        columns of context."""
+        width = len(splines.shift)
+        return replace(
+            self,
+            columns=np.r_[self.columns, n_context + np.arange(width)].astype(np.intp),
+            names=np.asarray([*self.names, *splines.names], dtype=object),
+            shift=np.r_[self.shift, splines.shift],
+            scale=np.r_[self.scale, splines.scale],
+            add=None if self.add is None else np.r_[self.add, np.zeros(width)],
+            full=False,
+            n_context=int(n_context),
+            splines=splines,
+        )
+
     @property
     def n_terms(self) -> int:
         return len(self.columns)
 
+    def penalty_weights(self, alpha: float) -> np.ndarray:
+        """The solver's per-term penalty: ``alpha`` in the user's units, plus
+        the splines' smoothing penalty on their columns."""
+        weights = alpha * self.scale**-2.0
+        if self.splines is not None:
+            weights[-len(self.splines.shift) :] += self.splines.penalty_weights()
+        return weights
+
     def design(self, context: np.ndarray, X) -> np.ndarray:
         """The design of rows ``X`` whose preprocessed columns are ``context``:
-        ``context`` itself, or with the formula's columns appended."""
+        ``context`` itself, or with the formula's or splines' columns appended."""
+        if self.splines is not None:
+            values = self.splines.transform(context.astype(np.float64, copy=False))
+            return np.hstack([context, values.astype(context.dtype)])
         if self.formula is None:
             return context
         return np.hstack([context, self.formula.transform(X).astype(context.dtype)])
 
     def context(self, design: np.ndarray) -> np.ndarray:
-        """The network's context columns of ``design`` (all without a formula)."""
-        return design if self.formula is None else design[:, : self.n_context]
+        """The network's context columns of ``design`` (all without a formula
+        or splines)."""
+        if self.formula is None and self.splines is None:
+            return design
+        return design[:, : self.n_context]
 
     def select(self, design: np.ndarray) -> np.ndarray:
         """The GLM's design from the preprocessed one (the same array when the

@@ -208,12 +208,23 @@ class _TermResolver:
             self._from_formula(terms)
             return
         design_names = [str(n) for n in preprocessor.get_feature_names_out()]
+        splines = None if terms is None else terms.splines
+        if splines is not None:  # the basis columns follow the context
+            design_names += splines.names
         columns = range(len(design_names)) if terms is None else terms.columns
         # Design column -> position among the GLM's terms (a base level has none).
         position = {int(c): i + 1 for i, c in enumerate(columns)}
         self.has_intercept = terms is None or terms.fit_intercept
         self.names = ["intercept", *(design_names[int(c)] for c in columns)]
         self.terms = {name: {i} for i, name in enumerate(self.names) if i}
+        # A spline column held global holds its basis too (a sign is its
+        # linear term's).
+        self.bases = {}
+        if splines is not None:
+            self.bases = {
+                name: {self.names.index(splines.names[j]) for j in block}
+                for name, block in splines.blocks.items()
+            }
         blocks = preprocessor.categorical_blocks()
         self.columns = {
             str(column): {position[int(j)] for j in block if int(j) in position}
@@ -226,6 +237,7 @@ class _TermResolver:
         """A formula's terms: its column names, then its terms' names
         (``C(region)``: all its levels' columns)."""
         self.has_intercept = terms.fit_intercept
+        self.bases = {}
         self.names = ["intercept", *map(str, terms.names)]
         self.terms = {name: {i} for i, name in enumerate(self.names) if i}
         self.columns = {
@@ -235,6 +247,8 @@ class _TermResolver:
 
     def __call__(self, param: str, name: str) -> set:
         if name in self.terms:
+            if param == "global_terms":
+                return self.terms[name] | self.bases.get(name, set())
             return self.terms[name]
         if name in self.columns:
             return self.columns[name]

@@ -50,6 +50,21 @@ _COMMON_PARAMS_DOC = """
         False``); ``base_levels`` does not apply (write the base in the
         formula: ``C(region, contr.treatment("b"))``). None: every column of
         ``X``, as preprocessed.
+    splines : bool or list of str, default=False
+        Automatic non-linear main effects in the global GLM (a GAM). True:
+        every numeric column among the GLM's terms with at least 6 distinct
+        values keeps its linear term and gains a cubic B-spline basis on
+        uniform knots (up to 12) over its training range, penalised by the
+        squared second differences of its coefficients (P-splines; ``lam ->
+        inf`` is the linear term); a list names the columns. One smoothing
+        penalty, chosen by generalised cross-validation on the global GLM, is
+        ``splines_penalty_``. The basis columns (``<column>_s1``, ...) are
+        terms like any other (``coef_``, ``coef_table``: standard errors of
+        the penalised fit, Bayesian; ``wald_test_terms``: a column's basis
+        jointly; the network varies them per row too); new rows beyond the
+        training range continue each shape linearly. ``plotting.plot_term``
+        draws a column's shape. Not with ``formula`` (write ``bs(...)``
+        there). See ``docs/decisions/splines.md``.
     fit_intercept : bool, default=True
         Whether the model has an intercept (scikit-learn's parameter). Without
         one the global GLM is scikit-learn's ``fit_intercept=False`` GLM on the
@@ -363,6 +378,7 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
         balance: str | bool = "auto",
         alpha: float = 1e-4,
         formula: str | None = None,
+        splines: bool | list = False,
         fit_intercept: bool = True,
         categorical_coding: str = "treatment",
         base_levels: dict | None = None,
@@ -408,6 +424,7 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
         super().__init__(
             alpha=alpha,
             formula=formula,
+            splines=splines,
             fit_intercept=fit_intercept,
             categorical_coding=categorical_coding,
             base_levels=base_levels,

@@ -91,10 +91,13 @@ def coef_table(
     tiny penalty they agree with the unpenalised GLM's except in directions the
     data do not identify (one-hot levels that sum to the intercept), where
     they are large, as they should be. With ``alpha_l2=0`` they are
-    statsmodels'. The dispersion is the Pearson chi2 over ``n - rank`` for the
-    gaussian, gamma and tweedie families and 1 for the others. Only the
-    differences between multinomial classes are identified: its covariance is
-    the pseudo-inverse, i.e. that of the classes' centred intercepts.
+    statsmodels'. With ``splines`` the smoothing penalty joins ``P`` on the
+    spline columns: the covariance is the Bayesian one of a penalised GLM
+    (mgcv's ``Vp``, Wood 2006), which covers the smoothing bias. The
+    dispersion is the Pearson chi2 over ``n - rank`` for the gaussian, gamma
+    and tweedie families and 1 for the others. Only the differences between
+    multinomial classes are identified: its covariance is the pseudo-inverse,
+    i.e. that of the classes' centred intercepts.
 
     Examples
     --------
@@ -157,6 +160,9 @@ def coef_table(
     penalty = (
         estimator.alpha * w.sum() * np.tile(np.r_[[0.0] * len(ones), scale**-2], K)
     )
+    if terms.splines is not None:  # alpha and the smoothing penalty
+        slopes = terms.penalty_weights(estimator.alpha)
+        penalty = w.sum() * np.tile(np.r_[[0.0] * len(ones), slopes], K)
     hessian[np.diag_indices_from(hessian)] += penalty
     scores = (w[:, None] * score_eta)[:, :, None] * X1[:, None, :]  # [n, K, p+1]
     scores = scores.reshape(n, K * m)
@@ -305,6 +311,13 @@ def wald_test_terms(estimator, X, y, sample_weight=None, offset=None, **kwargs):
             (term, terms.columns[positions])
             for term, positions in terms.formula.term_columns.items()
             if len(positions) > 1
+        ]
+    if terms.splines is not None:  # a column's linear term and basis jointly
+        blocks = list(blocks) + [
+            (name, [spline.position, *(terms.n_context + np.asarray(b))])
+            for (name, b), spline in zip(
+                terms.splines.blocks.items(), terms.splines.terms, strict=True
+            )
         ]
     for column, block in blocks:
         members = [first + j for j, c in enumerate(terms.columns) if c in block]

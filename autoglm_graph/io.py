@@ -101,6 +101,7 @@ from ._io_checks import (
 )
 from ._prediction_index import PredictionIndex
 from ._saving import ESTIMATORS, register_estimator, save_model
+from ._splines import SplineDesign
 from ._terms import GLMTerms
 from ._validation import resolve_device
 from .constraints import check_constraint_params
@@ -400,13 +401,16 @@ def _glm_terms(model, fitted: dict, preprocessor) -> None:
     if "formula" in spec:
         _formula_terms(model, spec["formula"], len(names))
         return
+    splines = _splines(spec.get("splines"), len(names))
+    width = 0 if splines is None else len(splines.shift)
     columns = [
         _int(c, "glm_terms.columns", low=0, high=max(len(names) - 1, 0))
-        for c in spec["columns"]
+        for c in spec["columns"][: len(spec["columns"]) - width]
     ]
     if sorted(set(columns)) != columns or (columns and not names):
         raise ModelFileError("glm_terms.columns must be increasing design columns.")
-    if [names[c] for c in columns] != list(model.feature_names_out_):
+    spline_names = [] if splines is None else splines.names
+    if [names[c] for c in columns] + spline_names != list(model.feature_names_out_):
         raise ModelFileError(
             f"{PREPROCESSOR_NAME} does not produce the features of {JSON_NAME}."
         )
@@ -419,6 +423,21 @@ def _glm_terms(model, fitted: dict, preprocessor) -> None:
     model._terms = GLMTerms.from_preprocessor(
         preprocessor, columns, getattr(model, "fit_intercept", True)
     )
+    if splines is not None:
+        model._terms = model._terms.with_splines(splines, len(names))
+
+
+def _splines(state, n_context: int) -> SplineDesign | None:
+    """The splines' design saved in ``glm_terms.splines`` (None: none)."""
+    if state is None:
+        return None
+    try:
+        splines = SplineDesign.from_state(state)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ModelFileError(f"glm_terms.splines is not readable: {exc}") from exc
+    if any(not 0 <= t.position < n_context for t in splines.terms):
+        raise ModelFileError("glm_terms.splines names columns the design lacks.")
+    return splines
 
 
 def _formula_terms(model, state, n_context: int) -> None:
@@ -489,6 +508,9 @@ def _params_from_json(cls, params) -> dict:
             value = family_from_json(value)
         elif key == "fit_policy" and isinstance(value, dict):
             value = _fit_policy_from_json(value)
+        elif key == "splines" and isinstance(value, list):
+            if not all(isinstance(v, str) for v in value):
+                raise ModelFileError(f"splines must list names; got {value!r}.")
         elif key == "location_columns" and isinstance(value, list):
             if not all(isinstance(v, (str, int)) for v in value):
                 raise ModelFileError(

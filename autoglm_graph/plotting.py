@@ -15,6 +15,8 @@ is created when ``ax`` is None):
   attention weights and similarities.
 - :func:`plot_history`: train and validation deviance per epoch, the kept epoch
   and the global GLM's validation deviance.
+- :func:`plot_term`: the global GLM's shape of a numeric column (its linear
+  term and, with ``splines``, its basis), with a pointwise band.
 - :func:`plot_search_history`, :func:`plot_param_importances`: an Optuna study
   (or a search estimator with a ``study_`` attribute).
 """
@@ -27,6 +29,8 @@ import numpy as np
 import pandas as pd
 from sklearn.utils.validation import check_is_fitted
 
+from ._shapes import term_shape
+
 if TYPE_CHECKING:  # pragma: no cover
     import optuna
     from matplotlib.axes import Axes
@@ -38,6 +42,7 @@ __all__ = [
     "plot_neighborhood",
     "plot_param_importances",
     "plot_search_history",
+    "plot_term",
 ]
 
 
@@ -303,6 +308,58 @@ def plot_coefficient_map(
 
 
 # ---------------------------------------------------------------- neighbours
+def plot_term(
+    model,
+    column: str,
+    X=None,
+    y=None,
+    sample_weight=None,
+    offset=None,
+    *,
+    level: float = 0.95,
+    ax: Axes | None = None,
+) -> Axes:
+    """The global GLM's shape of a numeric column, with a pointwise band.
+
+    The column's contribution to the linear predictor (its linear term plus,
+    with ``splines``, its penalised basis) over its training range, centred on
+    the grid's mean; with the training data (``X``, ``y``, ...) the band of
+    ``level`` from :func:`~autoglm_graph.explain.coef_table`'s covariance (the
+    Bayesian covariance of the penalised fit).
+
+    Parameters
+    ----------
+    model : GraphGLMRegressor or GraphGLMClassifier
+        Fitted, one linear predictor.
+    column : str
+        A numeric term (a preprocessed column's name, e.g. ``"age"``).
+    X, y, sample_weight, offset : default=None
+        The training data; without ``y`` no band is drawn.
+    level : float, default=0.95
+    ax : matplotlib Axes, default=None
+
+    Returns
+    -------
+    matplotlib Axes
+    """
+    shape = term_shape(model, column, X, y, sample_weight, offset, level=level)
+    ax = _axes(ax, (6.0, 4.0))
+    if "lower" in shape:
+        ax.fill_between(
+            shape["value"],
+            shape["lower"],
+            shape["upper"],
+            alpha=0.3,
+            label=f"{level:.0%} pointwise band",
+        )
+    ax.plot(shape["value"], shape["contribution"], color="C0", label=column)
+    ax.axhline(0.0, color="0.6", linewidth=0.8)
+    ax.set_xlabel(column)
+    ax.set_ylabel("contribution to the linear predictor (centred)")
+    ax.legend(loc="best")
+    return ax
+
+
 def plot_neighborhood(model, X_row, ax: Axes | None = None) -> Axes:
     """The training rows one row attended to, by attention weight.
 

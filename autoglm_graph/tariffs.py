@@ -179,6 +179,12 @@ def _level_rows(estimator, X):
             rows.append((name, column, "missing", design[:, j] > 0.5))
         else:
             rows.append((name, name, "", everyone))
+    splines = predictor.glm_terms.splines
+    if splines is not None:  # a basis column is per unit of its value
+        for spline, block in zip(splines.terms, splines.blocks.values(), strict=True):
+            for j in block:
+                name = str(splines.names[j])
+                rows.append((name, spline.name, "", everyone))
     return rows
 
 

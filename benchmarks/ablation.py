@@ -140,7 +140,7 @@ def summarise(rows: list[dict], values: list) -> list[str]:
         changes = [float(r[f"change {value}"].rstrip("%")) for r in rows]
         lines.append(
             f"- {value} against {first}: {epochs} epochs against {base} "
-            f"({epochs / base - 1:+.0%}), {seconds:.0f} s against "
+            f"({epochs / base - 1 if base else 0:+.0%}), {seconds:.0f} s against "
             f"{base_seconds:.0f} s ({seconds / base_seconds:.2f}x); test "
             f"deviance change mean {np.mean(changes):+.2f} %, median "
             f"{np.median(changes):+.2f} %, lower in "
@@ -232,6 +232,14 @@ def ablation(argv: list[str]) -> list[dict]:
     parser.add_argument("--values", nargs="+", default=["0.003", "0.006"])
     parser.add_argument("--policy", nargs="+", default=None, metavar="FIELD=VALUE")
     parser.add_argument("--revisions", nargs="+", default=None)
+    parser.add_argument(
+        "--set",
+        nargs="+",
+        default=[],
+        metavar="NAME=VALUE",
+        help="estimator parameters held at VALUE in every variant "
+        "(local_penalty=inf: the global model alone)",
+    )
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument(
@@ -246,6 +254,8 @@ def ablation(argv: list[str]) -> list[dict]:
     torch.set_num_threads(1)
     with contextlib.ExitStack() as stack:
         compared = variants(args, stack)
+        held = {k: parse_value(v) for k, v in (c.split("=", 1) for c in args.set)}
+        compared = {k: ({**held, **p}, pkg) for k, (p, pkg) in compared.items()}
         rows = compare(compared, args)
     labels = list(compared)
     title = (
