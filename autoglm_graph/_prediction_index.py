@@ -34,8 +34,7 @@ from .neighbors import CosineNeighbors, _normalize_rows
 __all__ = ["PredictionIndex", "fit_prediction_index"]
 
 #: Bounds a model file may ask for (a loaded file is not trusted).
-_MAX_M = 256
-_MAX_EF = 4096
+_LIMITS = {"m": 256, "ef_construction": 4096, "ef_search": 4096}
 
 
 @dataclass(frozen=True)
@@ -85,9 +84,8 @@ class PredictionIndex:
         names = ("m", "ef_construction", "ef_search", "recall")
         if not isinstance(config, dict) or set(config) != set(names):
             raise ValueError(f"Bad prediction index configuration: {config!r}.")
-        for name, high in (("m", _MAX_M), ("ef_construction", _MAX_EF)):
+        for name, high in _LIMITS.items():
             _check_count(name, config[name], high)
-        _check_count("ef_search", config["ef_search"], _MAX_EF)
         recall = config["recall"]
         if not isinstance(recall, numbers.Real) or not 0.0 <= recall <= 1.0:
             raise ValueError(f"Bad prediction index recall: {recall!r}.")

@@ -23,6 +23,7 @@ limit there too.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 import numpy as np
 from scipy import linalg
@@ -31,10 +32,6 @@ from sklearn.preprocessing import SplineTransformer
 from ._glm import _Objective, fit_global_glm
 
 __all__ = ["SplineDesign", "SplineTerm", "check_splines", "choose_penalty"]
-
-#: The B-splines' degree (cubic) and the penalty's order of differences.
-DEGREE = 3
-DIFFERENCE_ORDER = 2
 
 
 def check_splines(splines) -> None:
@@ -75,12 +72,17 @@ class SplineTerm:
     breakpoints: np.ndarray
     rotation: np.ndarray
     eigenvalues: np.ndarray
+    #: The B-splines' degree (cubic) and the penalty's order of differences
+    #: (second: the constant and the linear term go unpenalised), facts of a
+    #: saved state too.
+    degree: ClassVar[int] = 3
+    difference_order: ClassVar[int] = 2
 
     @classmethod
     def fit(cls, name: str, position: int, x: np.ndarray, n_knots: int) -> SplineTerm:
         breakpoints = np.linspace(x.min(), x.max(), n_knots)
-        n_basis = n_knots + DEGREE - 1
-        D = np.diff(np.eye(n_basis), n=DIFFERENCE_ORDER, axis=0)
+        n_basis = n_knots + cls.degree - 1
+        D = np.diff(np.eye(n_basis), n=cls.difference_order, axis=0)
         eigenvalues, vectors = linalg.eigh(D.T @ D)
         wiggly = eigenvalues > 1e-9 * eigenvalues.max()
         return cls(
@@ -95,7 +97,7 @@ class SplineTerm:
         """``B(x) U_w``: the penalised columns of rows with values ``x``."""
         knots = self.breakpoints[:, None]
         spline = SplineTransformer(
-            knots=knots, degree=DEGREE, extrapolation="linear"
+            knots=knots, degree=self.degree, extrapolation="linear"
         ).fit(knots)
         return spline.transform(np.asarray(x, np.float64)[:, None]) @ self.rotation
 
@@ -113,7 +115,7 @@ class SplineTerm:
         rotation = np.asarray(state["rotation"], dtype=np.float64)
         eigenvalues = np.asarray(state["eigenvalues"], dtype=np.float64)
         breakpoints = np.asarray(state["breakpoints"], dtype=np.float64)
-        n_basis = len(breakpoints) + DEGREE - 1
+        n_basis = len(breakpoints) + cls.degree - 1
         if rotation.shape != (n_basis, len(eigenvalues)) or np.any(eigenvalues <= 0):
             raise ValueError(
                 "A spline's rotation must match its knots and eigenvalues."

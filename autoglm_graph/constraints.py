@@ -31,7 +31,7 @@ from torch import Tensor
 __all__ = ["SIGNS", "CoefficientMap", "check_constraint_params", "coefficient_map"]
 
 #: The values of ``local_sign``.
-SIGNS = {"positive": 1.0, "negative": -1.0}
+SIGNS = ("positive", "negative")
 
 
 @dataclass(frozen=True)
@@ -159,7 +159,7 @@ def coefficient_map(global_terms, local_sign, preprocessor, glm, terms=None):
                     f"global_terms (its coefficient cannot vary); got {name!r} "
                     f"(term {resolve.names[position]!r})."
                 )
-            signs[position] = SIGNS[sign]
+            signs[position] = 1.0 if sign == "positive" else -1.0
     signed = np.array(sorted(signs), dtype=np.int64)
     theta = glm.coef[:, signed - 1]
     _check_global_signs(theta, signed, signs, resolve.names)

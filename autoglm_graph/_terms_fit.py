@@ -1,0 +1,122 @@
+"""Choosing the global GLM's terms during ``fit`` (:class:`_TermsMixin`).
+
+Which columns of the preprocessed design the GLM reads (:mod:`autoglm_graph._terms`:
+treatment coding, base levels), or a formula's columns
+(:mod:`autoglm_graph._formula`), and the spline bases of ``splines`` with their
+smoothing penalty (:mod:`autoglm_graph._splines`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ._formula import FormulaDesign
+from ._splines import SplineDesign, choose_penalty
+from ._terms import GLMTerms, choose_columns
+
+
+class _TermsMixin:
+    """``fit``'s choice of the global GLM's terms of
+    :class:`~autoglm_graph._base._BaseGraphGLM`."""
+
+    def _smoothing_penalty(self, glm_design, y_model, terms, glm_kwargs) -> GLMTerms:
+        """The terms with the splines' penalty of least GCV score
+        (``splines_penalty_``, each penalty's score in ``splines_scores_``)."""
+        splines = terms.splines
+
+        def weights(lam):
+            trial = replace(terms, splines=splines.with_penalty(lam))
+            return trial.penalty_weights(self.alpha)
+
+        penalty, self.splines_scores_ = choose_penalty(
+            glm_design,
+            y_model,
+            self.family_,
+            weights,
+            n_outputs=self._n_outputs,
+            sample_weight=glm_kwargs["sample_weight"],
+            offset=glm_kwargs["offset"],
+            fit_intercept=terms.fit_intercept,
+        )
+        self.splines_penalty_ = penalty
+        self._terms = replace(terms, splines=splines.with_penalty(penalty))
+        return self._terms
+
+    def _add_splines(self, terms: GLMTerms, design) -> GLMTerms:
+        """``terms`` with the spline bases of the ``splines`` parameter's
+        numeric columns appended (themselves when it is False)."""
+        chosen = _splines_of(self)
+        if chosen is False:
+            return terms
+        names = [str(n) for n in self.preprocessor_.get_feature_names_out()]
+        numeric = set(map(str, self.preprocessor_.numeric_features_))
+        in_glm = {names[int(c)]: int(c) for c in terms.columns}
+        candidates = {
+            name: position
+            for name, position in in_glm.items()
+            if name in numeric and len(np.unique(design[:, position])) >= 6
+        }
+        if chosen is True:
+            selected = list(candidates)
+        else:
+            unknown = [c for c in chosen if c not in candidates]
+            if unknown:
+                raise ValueError(
+                    f"The 'splines' parameter names column(s) {unknown!r} that are "
+                    "not numeric terms of the GLM with at least 6 distinct values "
+                    f"(those are: {sorted(candidates)!r})."
+                )
+            selected = list(dict.fromkeys(chosen))
+        if not selected:
+            return terms
+        splines = SplineDesign.fit(
+            design,
+            [candidates[c] for c in selected],
+            selected,
+            terms.fit_intercept,
+        )
+        self._terms = terms.with_splines(splines, design.shape[1])
+        self.feature_names_out_ = self._terms.names
+        return self._terms
+
+    def _choose_terms(self, design, sample_weight, X) -> GLMTerms:
+        """The global GLM's terms (``_terms``), ``feature_names_out_`` and
+        ``base_levels_``: the formula's columns of ``X``, or a choice among
+        the preprocessed ``design``'s."""
+        if self.formula is not None:
+            formula = FormulaDesign.fit(
+                self.formula,
+                X,
+                self.fit_intercept,
+                full_rank=self.categorical_coding == "treatment",
+            )
+            self.base_levels_ = {}
+            self._terms = GLMTerms.from_formula(formula, design.shape[1])
+            self.feature_names_out_ = self._terms.names
+            return self._terms
+        if not self.fit_intercept and design.shape[1] == 0:
+            raise ValueError(
+                "The 'fit_intercept' parameter is False and X has no feature that "
+                "varies: the model would have no term at all. Pass columns that "
+                "vary, or fit_intercept=True (the intercept-only GLM)."
+            )
+        columns, self.base_levels_ = choose_columns(
+            self.preprocessor_,
+            design,
+            sample_weight,
+            categorical_coding=self.categorical_coding,
+            base_levels=self.base_levels,
+            fit_intercept=self.fit_intercept,
+        )
+        self._terms = GLMTerms.from_preprocessor(
+            self.preprocessor_, columns, self.fit_intercept
+        )
+        self.feature_names_out_ = self._terms.names
+        return self._terms
+
+
+def _splines_of(estimator):
+    """The ``splines`` parameter (False for an estimator pickled before it)."""
+    return getattr(estimator, "splines", False)
