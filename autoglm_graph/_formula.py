@@ -202,6 +202,19 @@ class FormulaDesign:
             return None
         return [str(level) for level in state["categories"]]
 
+    def term_variables(self, term: str, columns) -> list:
+        """The columns among ``columns`` that the formula's ``term`` reads
+        (in the order of ``columns``)."""
+        found = next((t for t in self.spec.formula if str(t) == term), None)
+        names = set()
+        for factor in () if found is None else found.factors:
+            if factor.eval_method.value == "lookup":
+                names.add(factor.expr.strip("`"))
+                continue
+            tree = ast.parse(factor.expr, mode="eval")
+            names |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        return [c for c in columns if c in names]
+
     def context_X(self, X):
         """``X`` without the target's columns (those present)."""
         if not isinstance(X, pd.DataFrame):
