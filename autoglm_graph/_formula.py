@@ -29,7 +29,7 @@ from formulaic.parser import DefaultFormulaParser
 
 from .preprocessing import UnseenCategoryWarning
 
-__all__ = ["FormulaDesign", "check_formula", "split_target"]
+__all__ = ["FormulaDesign", "check_formula", "left_side_columns", "split_target"]
 
 _INTERCEPT = "Intercept"
 
@@ -51,6 +51,20 @@ def check_formula(formula) -> None:
             "The 'formula' parameter must be None or a formula string such as "
             f"'y ~ age + C(region)'; got {type(formula).__name__} {formula!r}."
         )
+
+
+def left_side_columns(formula: str) -> list[str]:
+    """The columns that the left side of ``formula`` reads, sorted (empty
+    without a left side); ValueError when it does not parse."""
+    check_formula(formula)
+    try:
+        parsed = Formula(formula)
+    except (FormulaicError, SyntaxError, ValueError) as exc:
+        raise ValueError(
+            f"The 'formula' parameter could not be parsed: {formula!r} ({exc})."
+        ) from exc
+    lhs = getattr(parsed, "lhs", None)
+    return [] if lhs is None else sorted(map(str, lhs.required_variables))
 
 
 def _parse(formula: str, fit_intercept: bool):
@@ -119,9 +133,25 @@ def split_target(formula: str, fit_intercept: bool, X, y):
             f"The 'formula' parameter {formula!r} uses column(s) {both!r} on both "
             "sides."
         )
+    return X.drop(columns=sorted(lhs.required_variables)), _left_side(lhs, X, formula)
+
+
+def _left_side(lhs, X: pd.DataFrame, formula: str) -> np.ndarray:
+    """The target: a column named on the left side as it is (class labels
+    stay labels), or the value of an expression of columns (one column)."""
+    factors = [factor for term in lhs for factor in term.factors]
+    if len(factors) == 1 and factors[0].eval_method.value == "lookup":
+        name = factors[0].expr.strip("`")
+        if name in X.columns:
+            return X[name].to_numpy(copy=True)
     target = model_matrix(lhs, X, na_action="raise", output="pandas")
-    y = target.to_numpy()[:, 0].copy()
-    return X.drop(columns=sorted(lhs.required_variables)), y
+    if target.shape[1] != 1:
+        raise ValueError(
+            f"The left side of the 'formula' parameter {formula!r} gives "
+            f"{target.shape[1]} columns ({list(map(str, target.columns))}); the "
+            "target must be one column (name a column of labels as it is)."
+        )
+    return target.to_numpy()[:, 0].copy()
 
 
 @dataclass(frozen=True)
@@ -201,6 +231,19 @@ class FormulaDesign:
         if getattr(kind, "value", kind) != "categorical" or ":" in term:
             return None
         return [str(level) for level in state["categories"]]
+
+    def term_variables(self, term: str, columns) -> list:
+        """The columns among ``columns`` that the formula's ``term`` reads
+        (in the order of ``columns``)."""
+        found = next((t for t in self.spec.formula if str(t) == term), None)
+        names = set()
+        for factor in () if found is None else found.factors:
+            if factor.eval_method.value == "lookup":
+                names.add(factor.expr.strip("`"))
+                continue
+            tree = ast.parse(factor.expr, mode="eval")
+            names |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        return [c for c in columns if c in names]
 
     def context_X(self, X):
         """``X`` without the target's columns (those present)."""

@@ -20,6 +20,7 @@ from sklearn.metrics import check_scoring, log_loss
 from sklearn.utils import _safe_indexing
 
 from ._base import _BaseGraphGLM
+from ._formula import left_side_columns, split_target
 from ._optuna import OptunaPruningCallback, _suggest
 from .families import Family
 from .neighbors import NeighborCache
@@ -31,13 +32,36 @@ CAUGHT = (ValueError, FloatingPointError)
 
 
 class _Data:
-    """The arrays of a fit, with row subsetting (X may be a DataFrame)."""
+    """The arrays of a fit, with row subsetting (X may be a DataFrame).
 
-    def __init__(self, X, y, sample_weight, offset, groups) -> None:
+    ``y_in_X``: the target is a column of ``X`` that the estimator's
+    two-sided formula names; ``y`` is then its value, for the folds and the
+    scores, and fits get ``y=None``.
+    """
+
+    def __init__(
+        self, X, y, sample_weight, offset, groups, *, y_in_X: bool = False
+    ) -> None:
         self.X, self.y = X, np.asarray(y)
         self.sample_weight = _as_optional(sample_weight)
         self.offset = _as_optional(offset)
         self.groups = None if groups is None else np.asarray(groups)
+        self.y_in_X = y_in_X
+
+    @classmethod
+    def of(cls, estimator, X, y, sample_weight, offset, groups) -> _Data:
+        """The data of a search of ``estimator``: with ``y`` None, the target
+        is the left side of its formula, evaluated on ``X``."""
+        if y is not None:
+            return cls(X, y, sample_weight, offset, groups)
+        formula = getattr(estimator, "formula", None)
+        if formula is None or not left_side_columns(formula):
+            raise ValueError(
+                "y is None: pass y, or an estimator whose formula names the target "
+                f"on its left side (e.g. 'y ~ x0 + x1'); got formula={formula!r}."
+            )
+        _, target = split_target(formula, estimator.fit_intercept, X, None)
+        return cls(X, target, sample_weight, offset, groups, y_in_X=True)
 
     def take(self, rows) -> _Data:
         pick = lambda a: None if a is None else a[rows]  # noqa: E731
@@ -47,6 +71,7 @@ class _Data:
             pick(self.sample_weight),
             pick(self.offset),
             pick(self.groups),
+            y_in_X=self.y_in_X,
         )
 
     def fit(self, est: _BaseGraphGLM, neighbor_cache=None) -> _BaseGraphGLM:
@@ -56,7 +81,7 @@ class _Data:
         kwargs = {} if neighbor_cache is None else {"neighbor_cache": neighbor_cache}
         return fit(
             self.X,
-            self.y,
+            None if self.y_in_X else self.y,
             sample_weight=self.sample_weight,
             offset=self.offset,
             groups=self.groups,
@@ -198,8 +223,8 @@ class TrialObjective:
         rows = self.data.take(est._validation_positions)  # early stopping's rows
         family = self.reference_family
         model = _deviance(family, est.predict(rows.X, offset=rows.offset), rows)
-        design = est.preprocessor_.transform(rows.X)
-        eta = est.predictor().global_eta(design, rows.offset)[:, 0]
+        predictor = est.predictor()  # a formula's or the splines' columns too
+        eta = predictor.global_eta(predictor.design(rows.X), rows.offset)[:, 0]
         glm_mu = est.family_.inverse_link(torch.as_tensor(eta)).numpy()
         return model, _deviance(family, glm_mu, rows)
 

@@ -10,6 +10,8 @@ Examples
         --offset log_exposure
     autoglm-graph search claims.csv --target n_claims --family poisson \\
         --trials 20 --storage sqlite:///search.db --out best/
+    autoglm-graph fit claims.csv --family poisson --offset log_exposure \\
+        --formula "n_claims ~ age + C(region)" --out model/
     autoglm-graph datasets
 
 Also runnable as ``python -m autoglm_graph``. User errors (a missing file, an
@@ -51,6 +53,8 @@ EPILOG = """examples:
   autoglm-graph predict model/ new.parquet --offset log_exposure --out pred.csv
   autoglm-graph search claims.csv --target n_claims --family poisson \\
       --trials 20 --storage sqlite:///search.db --out best/
+  autoglm-graph fit claims.csv --family poisson --offset log_exposure \\
+      --formula "n_claims ~ age + C(region)" --out model/
   autoglm-graph datasets
 
 'autoglm-graph COMMAND --help' describes each command."""
@@ -139,6 +143,43 @@ def _column(data: pd.DataFrame, name: str, option: str, path: str) -> pd.Series:
             f"{shown}{more}."
         )
     return data[name]
+
+
+def _formula(args: argparse.Namespace) -> str | None:
+    """The estimator's formula: ``--formula``, or ``--set formula=...``."""
+    formula = args.formula
+    if "formula" in _parse_params(args.set):
+        if formula is not None:
+            raise ValueError("Give the formula once: --formula or --set formula=.")
+        formula = _parse_params(args.set)["formula"]
+    return formula
+
+
+def _resolve_target(args: argparse.Namespace) -> bool:
+    """Set ``args.target`` from a two-sided formula's left side (or check that
+    ``--target`` names the same column); True when the left side names it."""
+    from ._formula import left_side_columns
+
+    formula = _formula(args)
+    left = [] if formula is None else left_side_columns(formula)
+    if len(left) > 1:
+        raise ValueError(
+            f"The --formula's left side must name one target column; {formula!r} "
+            f"reads {left}."
+        )
+    if left and args.target is not None and args.target != left[0]:
+        raise ValueError(
+            f"--target {args.target!r} and the --formula's left side "
+            f"({left[0]!r}) name different targets; give one of them."
+        )
+    if left:
+        args.target = left[0]
+    elif args.target is None:
+        raise ValueError(
+            "No target: give --target COL, or a --formula with the target on its "
+            "left side (e.g. 'n_claims ~ age + C(region)')."
+        )
+    return bool(left)
 
 
 def _split_columns(data: pd.DataFrame, args: argparse.Namespace):
@@ -249,6 +290,8 @@ def _make_estimator(args: argparse.Namespace, y: pd.Series):
         common["max_epochs"] = args.max_epochs
     if getattr(args, "no_intercept", False):
         common["fit_intercept"] = False
+    if getattr(args, "formula", None) is not None:
+        common["formula"] = args.formula
     if _is_classification(family):
         from sklearn.utils.multiclass import type_of_target
 
@@ -284,17 +327,23 @@ def _status(text: str) -> None:
 
 
 def _load_fit_data(args: argparse.Namespace):
+    """``(X, y, fit_kwargs, estimator)``; with a two-sided formula the target
+    stays a column of X and y is None (the estimator reads the left side)."""
+    in_formula = _resolve_target(args)
     _status(f"reading {args.data} ...")
     data = read_table(args.data)
     X, y, fit_kwargs = _split_columns(data, args)
     estimator = _make_estimator(args, y)
-    return X, _target(y, _family(args.family)), fit_kwargs, estimator
+    target = _target(y, _family(args.family))
+    if in_formula:
+        return X.assign(**{args.target: target}), None, fit_kwargs, estimator
+    return X, target, fit_kwargs, estimator
 
 
 def _summary(model, X: pd.DataFrame, seconds: float) -> str:
     kind = "global GLM only" if model.is_global_only_ else "graph GLM"
     lines = [
-        f"rows: {X.shape[0]}, features: {X.shape[1]} "
+        f"rows: {X.shape[0]}, features: {model.n_features_in_} "
         f"({len(model.feature_names_out_)} after preprocessing), "
         f"family: {model.family_.name}",
         f"model: {kind}"
@@ -476,7 +525,10 @@ def _cmd_datasets(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------- parser
 def _add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("data", help="training data: .csv, .tsv or .parquet")
-    parser.add_argument("--target", required=True, help="column to predict")
+    parser.add_argument(
+        "--target",
+        help="column to predict (or the left side of --formula)",
+    )
     parser.add_argument(
         "--family",
         required=True,
@@ -504,6 +556,11 @@ def _add_fit_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="COL",
         help="numeric columns read as levels, e.g. an integer code such as a "
         "district 1-4 (otherwise a slope)",
+    )
+    parser.add_argument(
+        "--formula",
+        help="the global GLM's terms as a formula, e.g. 'n_claims ~ age + "
+        "C(region)' (the left side, if any, names the target)",
     )
     parser.add_argument("--max-epochs", type=int, help="upper bound on epochs")
     parser.add_argument(

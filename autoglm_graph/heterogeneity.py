@@ -54,6 +54,19 @@ constant levels are flagged in 20 % of the cases at alpha 0.05 (p between
 0.006 and 0.05; 3 % at alpha 0.01, none at 0.001): for a category's levels,
 read the p-values at 0.01.
 
+Formulas and splines. With a formula (``formula=``) the rows are moved in
+``X``: a term's numeric columns to their medians (the network's context is
+preprocessed again, so its neighbours move with the row) and the term's own
+formula columns take their moved values, the formula's other columns keep
+theirs; the null model adds one function of the term's columns, fitted (one
+coefficient per column: ``bs(age, df=4)``'s four together). A term of one
+categorical column is tested per level as above, its rows moved to another
+level in ``X``. ``y ~ x0 + x1`` is then the same test as the model without a
+formula on those columns. With ``splines``, a column's basis moves with it
+and the null adds the column's linear term and basis, fitted: the global
+shape is part of the null, and what is tested is whether the shape varies
+across rows.
+
 Limits. The gain is about the fitted model: a variation the network did not
 learn is not found (power grows with the rows and the effect). A non-linear
 effect of ``x_j`` is a varying local slope too, and is flagged.
@@ -70,6 +83,7 @@ from scipy import stats
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils.validation import check_consistent_length, check_is_fitted
 
+from ._formula import split_target
 from ._validation import check_offset
 from .explain import _encode_target
 
@@ -79,7 +93,7 @@ __all__ = ["heterogeneity_test"]
 def heterogeneity_test(
     estimator,
     X,
-    y,
+    y=None,
     sample_weight=None,
     offset=None,
     *,
@@ -97,7 +111,9 @@ def heterogeneity_test(
         Held-out rows: a test set, or rows the model did not train on. On the
         training rows the gains are optimistic (the network has seen their
         targets).
-    y : array-like of shape (n_samples,)
+    y : array-like of shape (n_samples,), default=None
+        The target; None for a model whose formula names it on its left side
+        (its column is then read from ``X``, as in ``fit``).
     sample_weight : array-like of shape (n_samples,), default=None
         Weights of the deviance (e.g. exposure is in the offset, the number of
         claims for a severity model here).
@@ -119,7 +135,9 @@ def heterogeneity_test(
     DataFrame
         One line per term (``"intercept"`` and ``feature_names_out_``; for the
         multinomial family a column's slopes in all classes are made global
-        together), with columns ``global`` (the global coefficient in the
+        together; the columns of one formula term, or a spline column's linear
+        term and basis, are made global together and each of their lines shows
+        that test), with columns ``global`` (the global coefficient in the
         user's units; the first class's for multinomial), ``local_sd`` (the
         standard deviation of the per-row coefficients over ``X``),
         ``deviance_gain`` (mean gain per unit of weight of the model over its
@@ -142,18 +160,9 @@ def heterogeneity_test(
         raise ValueError(f"The 'alpha' parameter must be in (0, 1); got {alpha!r}.")
     check_is_fitted(estimator, "global_glm_")
     predictor = estimator.predictor()
-    if predictor.glm_terms.splines is not None:
-        raise NotImplementedError(
-            "heterogeneity_test is not available yet for a model fitted with "
-            f"splines (splines={estimator.splines!r})."
-        )
-    if predictor.glm_terms.formula is not None:
-        # Making a term global moves design columns the network also reads;
-        # a formula's columns are not the network's.
-        raise NotImplementedError(
-            "heterogeneity_test is not available for a model fitted with a "
-            f"formula (formula={estimator.formula!r})."
-        )
+    glm_terms = predictor.glm_terms
+    if y is None:
+        y = _target_of(estimator, glm_terms, X)
     design = predictor.design(X)
     n = design.shape[0]
     y_model = _encode_target(estimator, y)
@@ -166,7 +175,6 @@ def heterogeneity_test(
     eta, theta = predictor.coefficients(design, offset)  # [n, K], [n, K, p+1]
     family = estimator.family_
     deviance = _unit_deviance(family, y_model, eta)
-    glm_terms = predictor.glm_terms
     terms = ["intercept", *estimator.feature_names_out_]
     gains = np.zeros((len(terms), n))
     if not estimator.is_global_only_:  # else one slope per column: no variation
@@ -178,17 +186,18 @@ def heterogeneity_test(
             max(min_centre, int(centre_share * n)),
         )
         gains[0] = _unit_deviance(family, y_model, eta - level) - deviance
-        block_of = {
-            j: block
-            for block in estimator.preprocessor_.categorical_blocks()
-            for j in block
-        }
-        for term, j in enumerate(glm_terms.columns):
-            eta_null = _made_global(
-                estimator, design, offset, j, y_model, w, block_of.get(j)
+        coef = estimator.global_glm_.coef
+        for group, move in _null_moves(predictor, X, design):
+            if move is None:  # no row to move: gain 0
+                continue
+            moved, step, change = move
+            # From the global GLM: its slopes, or its change on a level's rows.
+            start = coef[:, group] if change is None else coef @ change
+            eta_moved, _ = predictor.coefficients(moved, offset)
+            eta_null = _with_fitted_slope(family, eta_moved, step, start, y_model, w)
+            gains[1 + np.asarray(group)] = (
+                _unit_deviance(family, y_model, eta_null) - deviance
             )
-            if eta_null is not None:  # None: no row to move, gain 0
-                gains[term + 1] = _unit_deviance(family, y_model, eta_null) - deviance
     local = predictor.to_user_units(theta)[:, 0, :]
     global_user = predictor.global_theta_user()[0]
     if not glm_terms.fit_intercept:  # no intercept to test
@@ -218,63 +227,168 @@ def _say_no_network(estimator, table: pd.DataFrame) -> None:
     )
 
 
-def _made_global(
-    estimator, design, offset, j, y, weight, block=None
-) -> np.ndarray | None:
-    """The model with column ``j``'s effect made global: ``eta_null``.
+def _target_of(estimator, terms, X) -> np.ndarray:
+    """The target of a two-sided formula's left side, evaluated on ``X``."""
+    if terms.formula is None or not terms.formula.target_columns:
+        raise ValueError(
+            "heterogeneity_test needs y, unless the model's formula names the "
+            "target on its left side (and X holds its column)."
+        )
+    return split_target(estimator.formula, terms.fit_intercept, X, None)[1]
 
-    A numeric column: ``eta(x with x_j := r_j) + s_j * (x_j - r_j)``, with
-    ``r_j`` the column's median. A category's level (``block``: the columns of
-    its categorical input column): the rows at that level are moved to a
-    reference level (the most frequent other level among the rows passed) and
-    get ``eta(x at the reference) + s_j``, the other rows keep ``eta(x)``: the
-    level's effect against the reference is then one shift for every row, and
-    no row is moved to a combination of levels that cannot occur. ``s_j`` (one
-    per output) minimises the weighted deviance, started from the global GLM's
-    coefficient.
+
+def _null_moves(predictor, X, design):
+    """The null models, one per group of the GLM's terms made global together.
+
+    Yields ``(group, move)``: ``group`` lists positions among the GLM's terms,
+    ``move`` is ``(moved design, step [n, m], change)`` or None (no row to
+    move). The null model is ``eta(moved) + step @ s`` with ``s`` (``[K, m]``,
+    started from the global GLM's) fitted. A numeric column is moved to its median, and
+    ``step`` is the change of the group's GLM columns; a category's level is
+    moved to another level (see :func:`_level_move`) and ``step`` is 1 on its
+    rows. Without a formula the moves are on the preprocessed columns (a
+    spline's basis follows its column: one group); with one, on the columns
+    of ``X`` (see :func:`_formula_moves`).
     """
+    terms = predictor.glm_terms
+    if terms.formula is not None:
+        yield from _formula_moves(predictor, X, design)
+        return
+    glm_design = terms.select(design)
+    context = terms.context(design)
+    n_context = context.shape[1]
+    block_of = {
+        j: block for block in predictor.preprocessor.categorical_blocks() for j in block
+    }
+    basis_of = {}
+    if terms.splines is not None:  # the basis columns are the GLM's last terms
+        first = terms.n_terms - len(terms.splines.shift)
+        for t in terms.splines.terms:
+            basis_of[t.position] = [first + k for k in terms.splines.blocks[t.name]]
+    for k, j in enumerate(terms.columns):
+        if j >= n_context:  # a spline's basis: made global with its column
+            continue
+        group = [k, *basis_of.get(j, [])]
+        moved = context.copy()
+        block = block_of.get(j)
+        if block is None:
+            moved[:, j] = np.median(context[:, j])
+            at_level = None
+        else:
+            at_level = design[:, j] > 0.5
+            counts = (design[:, block] > 0.5).sum(axis=0)
+            counts[block == j] = -1
+            if not at_level.any() or counts.max() <= 0:
+                yield group, None  # no row at the level, or no other level
+                continue
+            reference = block[np.argmax(counts)]
+            moved[np.ix_(at_level, block)] = 0.0
+            moved[at_level, reference] = 1.0
+        moved = terms.design(moved, X)
+        yield group, _move(glm_design, terms.select(moved), moved, group, at_level)
+
+
+def _move(glm_design, glm_moved, moved, group, at_level):
+    """``(moved, step, change)`` of a numeric move (``at_level`` None, change
+    None) or of a level's rows (``change``: of their GLM columns, +1 at the
+    level and -1 at the other, whose global effect starts the fit)."""
+    if at_level is None:
+        return moved, glm_design[:, group] - glm_moved[:, group], None
+    row = np.flatnonzero(at_level)[0]
+    change = glm_design[row] - glm_moved[row]  # +1 at the level, -1 at the other
+    return moved, at_level.astype(np.float64)[:, None], change
+
+
+def _formula_moves(predictor, X, design):
+    """The null models of a formula's terms, moved on the columns of ``X``.
+
+    The rows are moved in ``X`` and the network's context preprocessed again
+    (its neighbours move with them); of the formula's columns only the
+    term's own take their moved values. A term of one categorical column
+    with 0/1 columns (treatment coding): each level is tested on its rows,
+    moved to the most frequent other level among the rows passed. Any other
+    term (a numeric column, its transform, a spline, an interaction): its
+    numeric columns move to their medians and its columns are made global
+    together (each of its lines shows the term's test).
+    """
+    terms = predictor.glm_terms
+    formula = terms.formula
+    glm_design = terms.select(design)
+    columns = [str(c) for c in X.columns]
+    for term, positions in formula.term_columns.items():
+        variables = formula.term_variables(term, columns)
+        if formula.levels(term) is not None and len(variables) == 1:
+            block = glm_design[:, positions]
+            if not np.all((block == 0) | (block == 1)):
+                raise NotImplementedError(
+                    f"heterogeneity_test moves a level's rows to another level: "
+                    f"the columns of the formula's term {term!r} are not 0/1 "
+                    "indicators (use treatment coding)."
+                )
+            for k in positions:
+                at_level = glm_design[:, k] > 0.5
+                reference = _reference_level(X, variables[0], at_level)
+                if reference is None:
+                    yield [k], None
+                    continue
+                X_moved = X.copy()
+                X_moved.iloc[at_level, columns.index(variables[0])] = reference
+                moved = _moved_design(predictor, X_moved, design, positions)
+                glm_moved = terms.select(moved)
+                yield [k], _move(glm_design, glm_moved, moved, [k], at_level)
+            continue
+        X_moved = X.copy()
+        for name in variables:
+            values = X[X.columns[columns.index(name)]]
+            if _is_numeric(values):
+                X_moved[X.columns[columns.index(name)]] = np.nanmedian(values)
+        moved = _moved_design(predictor, X_moved, design, positions)
+        group = list(positions)
+        yield group, _move(glm_design, terms.select(moved), moved, group, None)
+
+
+def _moved_design(predictor, X_moved, design, positions) -> np.ndarray:
+    """``design`` with the context of ``X_moved`` and its formula columns at
+    ``positions`` (among the formula's) from ``X_moved``; the others kept."""
+    n_context = predictor.glm_terms.n_context
+    again = predictor.design(X_moved)
     moved = design.copy()
-    # The global coefficient of design column c (0 for a base level).
-    columns = list(estimator.predictor().glm_terms.columns)
-    coef = estimator.global_glm_.coef
-    coef = np.stack(
-        [
-            coef[:, columns.index(c)] if c in columns else 0 * coef[:, 0]
-            for c in range(design.shape[1])
-        ],
-        axis=1,
-    )
-    if block is None:
-        reference = np.median(design[:, j])
-        moved[:, j] = reference
-        step = design[:, j] - reference
-        start = coef[:, j]
-    else:
-        at_level = design[:, j] > 0.5
-        counts = (design[:, block] > 0.5).sum(axis=0)
-        counts[block == j] = -1
-        if not at_level.any() or counts.max() <= 0:
-            return None  # no row at the level, or no other level to move to
-        reference = block[np.argmax(counts)]
-        moved[np.ix_(at_level, block)] = 0.0
-        moved[at_level, reference] = 1.0
-        step = at_level.astype(np.float64)
-        start = coef[:, j] - coef[:, reference]
-    eta_moved, _ = estimator.predictor().coefficients(moved, offset)
-    return _with_fitted_slope(estimator.family_, eta_moved, step, start, y, weight)
+    moved[:, :n_context] = again[:, :n_context]
+    at = n_context + np.asarray(positions, dtype=np.intp)
+    moved[:, at] = again[:, at]
+    return moved
+
+
+def _reference_level(X, column: str, at_level: np.ndarray):
+    """The most frequent value of ``column`` on the rows not ``at_level``
+    (ties: the first in sorted order); None when there is none."""
+    values = X[X.columns[[str(c) for c in X.columns].index(column)]]
+    others = values[~at_level].dropna()
+    if others.empty:
+        return None
+    counts = others.astype(str).value_counts()
+    best = sorted(counts.index[counts == counts.max()])[0]
+    return others[others.astype(str) == best].iloc[0]
+
+
+def _is_numeric(values: pd.Series) -> bool:
+    kind = values.dtype
+    return pd.api.types.is_numeric_dtype(kind) and not pd.api.types.is_bool_dtype(kind)
 
 
 def _with_fitted_slope(family, eta_moved, step, start, y, weight) -> np.ndarray:
-    """``eta_moved + step * s`` with ``s`` minimising the weighted deviance."""
-    step = torch.as_tensor(step)[:, None]
+    """``eta_moved + step @ s.T`` with ``s`` ``[K, m]`` minimising the weighted
+    deviance (started from ``start``)."""
+    step = torch.as_tensor(np.asarray(step, dtype=np.float64))
     base = torch.as_tensor(eta_moved)
     y_t = torch.as_tensor(np.asarray(y, dtype=np.float64))
     share = torch.as_tensor(weight / weight.sum())
+    start = np.asarray(start, dtype=np.float64).reshape(base.shape[1], step.shape[1])
     slope = torch.tensor(start, dtype=torch.float64, requires_grad=True)
     squeeze = base.shape[1] == 1
 
     def objective():
-        eta = base + step * slope
+        eta = base + step @ slope.T
         return share @ family.unit_deviance(y_t, eta[:, 0] if squeeze else eta)
 
     # One to a few parameters: L-BFGS converges in a handful of iterations.
@@ -289,7 +403,7 @@ def _with_fitted_slope(family, eta_moved, step, start, y, weight) -> np.ndarray:
         return loss
 
     optimizer.step(closure)
-    return (base + step * slope.detach()).numpy()
+    return (base + step @ slope.detach().T).numpy()
 
 
 def _level_part(estimator, design, theta, weight, n_centre: int) -> np.ndarray:

@@ -308,14 +308,18 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
 
     # --------------------------------------------------------------- fitting
     def fit(
-        self, X, y, sample_weight=None, offset=None, groups=None
+        self, X, y=None, sample_weight=None, offset=None, groups=None
     ) -> GraphGLMSearchCV:
         """Run the study (its missing trials), then refit the best parameters.
 
         Parameters
         ----------
         X : array-like or DataFrame of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,)
+        y : array-like of shape (n_samples,), default=None
+            None when the estimator's formula names the target on its left
+            side (as its ``fit`` takes it): the target is then read from
+            ``X`` for the folds (stratified for a classifier) and the scores,
+            and every fit gets ``X`` with its column.
         sample_weight, offset : array-like of shape (n_samples,), default=None
             Passed to every fit, and used in the scores.
         groups : array-like of shape (n_samples,), default=None
@@ -329,7 +333,7 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
         self._validate_params()
         space = self._search_space()
         storage = make_storage(self.storage)
-        data = _Data(X, y, sample_weight, offset, groups)
+        data = _Data.of(self.estimator, X, y, sample_weight, offset, groups)
         self.cv_ = self._resolve_cv(len(data.y))
         folds = None
         if self.cv_ is not None:

@@ -325,3 +325,48 @@ def test_fit_without_intercept(table, tmp_path):
     model = load_model(model_dir)
     assert model.fit_intercept is False
     assert model.intercept_ == 0.0
+
+
+def test_fit_with_a_formula_and_predict(table, tmp_path, capsys):
+    """The target comes from the formula's left side; the saved model
+    predicts with the formula's fitted state (its levels) from a file
+    without the target column."""
+    from autoglm_graph.io import load_model
+
+    data = tmp_path / "claims.csv"
+    table.drop(columns=["label", "person", "weight"]).to_csv(data, index=False)
+    model_dir = tmp_path / "model"
+    formula = "claims ~ x0 + C(region)"
+    args = ["fit", str(data), "--family", "poisson", "--offset", "log_exposure"]
+    assert main([*args, "--formula", formula, *FAST, "--out", str(model_dir)]) == 0
+    assert "rows: 240, features: 4" in capsys.readouterr().out
+    model = load_model(model_dir)
+    assert model.formula == formula
+    assert list(model.feature_names_out_) == ["x0", "C(region)[T.south]"]
+    new = tmp_path / "new.csv"
+    table.drop(columns=["claims", "label"]).head(30).to_csv(new, index=False)
+    predictions = tmp_path / "pred.csv"
+    args = ["predict", str(model_dir), str(new), "--out", str(predictions)]
+    assert main([*args, "--offset", "log_exposure"]) == 0
+    X = table.drop(columns=["claims", "label", "person", "weight", "log_exposure"])
+    expected = model.predict(X.head(30), offset=table["log_exposure"].head(30))
+    np.testing.assert_allclose(pd.read_csv(predictions)["prediction"], expected)
+    # --target naming the same column agrees; another one is an error.
+    again = ["fit", str(data), "--family", "poisson", "--target", "claims"]
+    assert main([*again, "--formula", formula, *FAST, "--out", str(model_dir)]) == 0
+    capsys.readouterr()
+    other = ["fit", str(data), "--family", "poisson", "--target", "x1"]
+    assert main([*other, "--formula", formula, "--out", str(model_dir)]) == 1
+    assert "name different targets" in _error_line(capsys)
+
+
+def test_a_one_sided_formula_takes_target(table, tmp_path, capsys):
+    data = tmp_path / "claims.csv"
+    table[["x0", "region", "claims"]].to_csv(data, index=False)
+    args = ["fit", str(data), "--family", "poisson", "--formula", "x0 + C(region)"]
+    out = ["--out", str(tmp_path / "model")]
+    assert main([*args, *out]) == 1
+    assert "No target: give --target" in _error_line(capsys)
+    assert main([*args, "--target", "claims", *FAST, *out]) == 0
+    with_set = ["fit", str(data), "--family", "poisson", "--set", "formula=claims ~ x0"]
+    assert main([*with_set, *FAST, *out]) == 0

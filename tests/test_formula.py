@@ -252,3 +252,17 @@ def test_formula_needs_a_frame(frame):
     model = GraphGLMRegressor(formula="age", local_penalty=np.inf)
     with pytest.raises(ValueError, match="DataFrame"):
         model.fit(frame[["age", "density"]].to_numpy(), frame.y)
+
+
+def test_labels_on_the_left_side_stay_labels(frame):
+    """A column of class labels named on the left side is the target as it is
+    (not formulaic's indicator of its first level)."""
+    data = frame.assign(size=np.where(frame.y > 1, "big", "small"))
+    data["size"] = data["size"].where(frame.y > 0, "none")
+    model = GraphGLMClassifier(
+        formula="size ~ C(region) + age", local_penalty=np.inf
+    ).fit(data.drop(columns="y"))
+    assert list(model.classes_) == ["big", "none", "small"]
+    assert set(model.predict(data.drop(columns="y"))) <= {"big", "none", "small"}
+    with pytest.raises(ValueError, match="must be one column"):
+        GraphGLMClassifier(formula="C(size) ~ age").fit(data.drop(columns="y"))

@@ -176,3 +176,126 @@ def test_power_and_size_over_seeds():
     print(f"power {power:.3f}, size {size:.3f}")
     assert power >= 0.9
     assert size <= 0.1
+
+
+def _frame(X, y=None):
+    import pandas as pd
+
+    frame = pd.DataFrame(X, columns=[f"x{j}" for j in range(X.shape[1])])
+    return frame if y is None else frame.assign(y=y)
+
+
+def test_a_formula_model_is_tested_as_the_same_model_without_one():
+    """``y ~ x0 + ... + x3`` is the model on those columns: the same fit, the
+    same moves (the rows move in X, the network's context with them), the
+    same table; the target is the formula's left side."""
+    X, y = _data(4000, 0)
+    plain = GraphGLMRegressor(family="poisson", random_state=0, n_jobs=1)
+    plain.fit(_frame(X[:2000]), y[:2000])
+    formula = GraphGLMRegressor(
+        family="poisson", random_state=0, n_jobs=1, formula="y ~ x0 + x1 + x2 + x3"
+    ).fit(_frame(X[:2000], y[:2000]))
+    assert not formula.is_global_only_
+    expected = heterogeneity_test(plain, _frame(X[2000:]), y[2000:])
+    table = heterogeneity_test(formula, _frame(X[2000:], y[2000:]))  # y: the left side
+    assert list(table.index) == list(expected.index)
+    np.testing.assert_allclose(
+        table["deviance_gain"], expected["deviance_gain"], rtol=1e-6, atol=1e-9
+    )
+    np.testing.assert_allclose(table["p_value"], expected["p_value"], atol=1e-6)
+    assert table.loc[["intercept", "x0", "x1"], "varies"].all(), table
+    assert not table.loc[["x2", "x3"], "varies"].any(), table
+
+
+def test_a_formula_level_moves_its_rows_in_X(monkeypatch):
+    """A formula's level: its rows move to another level in X (the network's
+    context and the term's columns with them); the other rows do not move."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(
+        {
+            "x": rng.normal(size=600),
+            "c": rng.choice(["a", "b", "c"], size=600, p=[0.5, 0.3, 0.2]),
+        }
+    )
+    X["y"] = rng.poisson(np.exp(0.3 * X["x"] + (X["c"] == "b") * 0.5)).astype(float)
+    model = GraphGLMRegressor(
+        family="poisson",
+        formula="y ~ x + C(c)",
+        random_state=0,
+        n_jobs=1,
+        max_epochs=3,
+        early_stopping=False,
+    ).fit(X)
+    design = model.predictor().design(X)
+    moved_designs = []
+    original = Predictor.coefficients
+
+    def spy(self, d, offset=None):
+        moved_designs.append(np.array(d))
+        return original(self, d, offset)
+
+    monkeypatch.setattr(Predictor, "coefficients", spy)
+    table = heterogeneity_test(model, X)
+    assert list(table.index) == ["intercept", "x", "C(c)[T.b]", "C(c)[T.c]"]
+    assert np.isfinite(table["deviance_gain"]).all()
+    n_context = model.predictor().glm_terms.n_context
+    block = model.preprocessor_.categorical_blocks()[0]  # the context's c
+    levels = [d for d in moved_designs if not np.array_equal(d, design)][1:]
+    assert len(levels) == 2
+    for k, moved in enumerate(levels):
+        at_level = design[:, n_context + 1 + k] > 0.5
+        np.testing.assert_array_equal(moved[~at_level], design[~at_level])
+        assert (moved[:, block].sum(axis=1) == 1).all()  # one level, in context
+        assert not (moved[at_level, n_context + 1 + k] > 0.5).any()
+        # ... moved to "a" (the most frequent other level), the base: no column
+        assert (moved[at_level][:, n_context + 1 :] == 0).all()
+        assert (moved[at_level][:, block[0]] == 1).all()
+
+
+def test_a_spline_model_tests_each_column_with_its_basis():
+    """splines: a column's linear term and basis are made global together
+    (the global shape stays in the null), and each of their lines shows it."""
+    X, y = _data(4000, 0)
+    model = GraphGLMRegressor(
+        family="poisson", random_state=0, n_jobs=1, splines=["x3"]
+    ).fit(X[:2000], y[:2000])
+    assert not model.is_global_only_
+    table = heterogeneity_test(model, X[2000:], y[2000:])
+    assert table.loc[["intercept", "x0", "x1"], "varies"].all(), table
+    assert not table.loc[["x2", "x3"], "varies"].any(), table
+    basis = [n for n in table.index if n.startswith("x3_s")]
+    assert basis
+    for name in basis:
+        assert table.loc[name, "p_value"] == pytest.approx(table.loc["x3", "p_value"])
+
+
+@pytest.mark.filterwarnings("ignore:Training stopped at max_epochs")
+@pytest.mark.parametrize("kind", ["splines", "formula"])
+def test_a_non_linear_global_effect_is_no_variation(kind):
+    """One coefficient per row, one non-linear shape: a network trained
+    without early stopping (so that there is one) varies nothing held out."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(3000, 3))
+    y = rng.poisson(np.exp(0.3 + 0.4 * X[:, 0] + np.sin(X[:, 1]) - 0.3 * X[:, 2]))
+    frame = _frame(X, y.astype(float))
+    params = dict(
+        family="poisson", random_state=0, n_jobs=1, early_stopping=False, max_epochs=10
+    )
+    if kind == "splines":
+        model = GraphGLMRegressor(splines=True, **params).fit(X[:1500], y[:1500])
+        table = heterogeneity_test(model, X[1500:], y[1500:])
+    else:
+        formula = "y ~ x0 + bs(x1, df=5) + x2"
+        model = GraphGLMRegressor(formula=formula, **params).fit(frame[:1500])
+        table = heterogeneity_test(model, frame[1500:])
+    assert not model.is_global_only_
+    assert not table["varies"].any(), table
+
+
+def test_y_is_needed_without_a_left_side():
+    X, y = _data(100, 0)
+    model = GraphGLMRegressor(family="poisson", local_penalty=np.inf).fit(X, y)
+    with pytest.raises(ValueError, match="needs y"):
+        heterogeneity_test(model, X)

@@ -348,9 +348,11 @@ def test_categorical_space_and_auto_fit(poisson_data, capsys):
     assert search.best_params_["graph_space"] in ("input", "embedding")
 
 
-def test_tweedie_power_scored_under_one_power():
+@pytest.mark.parametrize("splines", [False, True], ids=["linear", "splines"])
+def test_tweedie_power_scored_under_one_power(splines):
+    """(With splines the global GLM's scores read the spline columns too.)"""
     X, y, _ = make_varying_coefficients(300, 3, family="tweedie", random_state=0)
-    est = GraphGLMRegressor(family="tweedie", power=1.5, **FAST)
+    est = GraphGLMRegressor(family="tweedie", power=1.5, splines=splines, **FAST)
     space = {"power": FloatDistribution(1.1, 1.9)}
     search = GraphGLMSearchCV(est, space, n_trials=3, random_state=0, cv=None).fit(X, y)
     # the global GLMs of different powers are all scored with power=1.5
@@ -418,3 +420,61 @@ def test_summary_prints_no_negative_zero(poisson_data):
     assert "gain 0 (+0.00 %)" in search.summary()
     search.best_score_, search.global_score_ = -1.00000001, -1.0
     assert "(+0.00 %)" in search.summary()
+
+
+def _formula_frame():
+    X, y, _ = make_varying_coefficients(
+        240, 3, family="poisson", random_state=0, return_frame=True
+    )
+    return X.assign(
+        region=np.where(X["x0"] > 0, "north", "south"),
+        y=y,
+        label=np.where(y > np.median(y), "high", "low"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("make", "formula", "target"),
+    [
+        (lambda: GraphGLMRegressor(family="poisson", **FAST), "x0 + C(region)", "y"),
+        (lambda: GraphGLMClassifier(**FAST), "x1 + C(region)", "label"),
+    ],
+    ids=["poisson", "classifier"],
+)
+def test_a_two_sided_formula_searches_without_y(make, formula, target):
+    """``fit(X)`` with the target on the formula's left side: the folds
+    (stratified for a classifier) and the scores are those of the same search
+    given y, and the best estimator keeps the formula."""
+    frame = _formula_frame()
+    other = "label" if target == "y" else "y"
+    X = frame.drop(columns=other)
+    search = GraphGLMSearchCV(
+        make().set_params(formula=f"{target} ~ {formula}"),
+        SMALL_SPACE,
+        n_trials=2,
+        cv=3,
+        random_state=0,
+    ).fit(X)
+    given = GraphGLMSearchCV(
+        make().set_params(formula=formula),
+        SMALL_SPACE,
+        n_trials=2,
+        cv=3,
+        random_state=0,
+    ).fit(X.drop(columns=target), X[target])
+    assert search.best_score_ == pytest.approx(given.best_score_, rel=1e-9)
+    assert search.global_score_ == pytest.approx(given.global_score_, rel=1e-9)
+    best = search.best_estimator_
+    assert best.formula == f"{target} ~ {formula}"
+    # The target's column may be passed to predict or not.
+    np.testing.assert_array_equal(
+        best.predict(X[:20]),
+        given.predict(X[:20].drop(columns=target)),
+    )
+
+
+def test_no_y_without_a_left_side_is_an_error(poisson_data):
+    X, _ = poisson_data
+    est = GraphGLMRegressor(family="poisson", **FAST)
+    with pytest.raises(ValueError, match="y is None"):
+        GraphGLMSearchCV(est, SMALL_SPACE, n_trials=1).fit(X)
