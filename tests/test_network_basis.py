@@ -11,7 +11,7 @@ import pytest
 import torch
 from numpy.testing import assert_allclose
 
-from autoglm_graph import GraphGLMRegressor
+from autoglm_graph import GraphGLMClassifier, GraphGLMRegressor
 from autoglm_graph.io import load_model, save_model
 
 FAST = dict(max_epochs=3, random_state=0, device="cpu", fit_policy=None)
@@ -197,3 +197,35 @@ def test_save_load_keeps_the_network_basis(fitted, tmp_path):
     )
     assert_allclose(same.predict(X), model.predict(X), rtol=1e-12)
     assert_allclose(same.local_coef(X), model.local_coef(X), rtol=1e-12)
+
+
+def test_the_base_levels_reported_coefficient_is_zero(fitted):
+    model, X, y = fitted
+    table = model.factor_table(X, y).set_index("term")
+    for base in ("region_south", "car_small"):
+        row = table.loc[base]
+        assert row["coef"] == 0.0
+        assert row["local_q05"] == row["local_q95"] == 1.0
+    assert table.loc["region_west", "local_q05"] < table.loc["region_west", "local_q95"]
+
+
+def test_classifier_probabilities_are_the_reported_coefficients():
+    X, y = _frame()
+    classes = np.digitize(y, [2, 5])
+    model = GraphGLMClassifier(**FAST).fit(X, classes)
+    assert model.predictor().glm_terms.varied_bases is not None
+    assert model._fitted is not None
+    local = model.local_coef(X)
+    design = _user_design(model, X)
+    terms = list(model.feature_names_out_)
+    eta = np.stack(
+        [
+            local[k]["intercept"].to_numpy()
+            + np.sum(local[k][terms].to_numpy() * design, 1)
+            for k in model.classes_
+        ],
+        axis=1,
+    )
+    proba = np.exp(eta - eta.max(axis=1, keepdims=True))
+    proba /= proba.sum(axis=1, keepdims=True)
+    assert_allclose(model.predict_proba(X), proba, rtol=1e-6, atol=1e-9)
