@@ -358,6 +358,7 @@ class _BaseGraphGLM(
             design = self.preprocessor_.fit_transform(X, dtype=np.float64)
             terms = self._choose_terms(design, sample_weight, X)
             terms = self._add_splines(terms, design)
+            terms = self._vary_base_levels(terms)
             design = terms.design(design, X)  # (the formula's columns appended)
             glm_design = terms.select(design)
         glm_kwargs = dict(
@@ -577,7 +578,7 @@ class _BaseGraphGLM(
         target_channels = 0 if train.targets is None else train.targets.shape[1]
         net = NetConfig(
             n_features,
-            (self._terms.n_terms + 1) * self._n_outputs,
+            (self._terms.n_network_terms + 1) * self._n_outputs,
             hidden_channels=self.hidden_channels,
             heads=self.heads,
             num_layers=self.num_layers,
@@ -614,6 +615,7 @@ class _BaseGraphGLM(
             policy=policy,
             fit_intercept=self._terms.fit_intercept,
             coef_map=self._coefficient_map(),
+            reduce=self._terms.reduce if self._terms.varied_bases else None,
         )
 
     def _row_data(

@@ -268,6 +268,12 @@ class FittedNetwork:
             "train_rows": present,
             "n_train": int(self.rows.y.shape[0]),
         }
+        design = self.rows.design
+        q = config["net"]["out_channels"] // self.n_outputs - 1
+        if design is not None and design.shape[1] != q:
+            # The network varies more coefficients than the GLM has terms (a
+            # categorical column's base level: autoglm_graph._terms).
+            config["design_width"] = int(design.shape[1])
         if self.prediction_index is not None:
             config["prediction_index"] = self.prediction_index.to_config()
         return config, tensors
@@ -344,7 +350,7 @@ class FittedNetwork:
         }
         rows = {
             "context": (n, p),
-            "design": (n, dims["q"]),
+            "design": (n, config.get("design_width", dims["q"])),
             "y": (n,) if k == 1 else (n, k),
             "weight": (n,),
             "eta_global": (n, k),

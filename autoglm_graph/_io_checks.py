@@ -90,11 +90,22 @@ def expected_shapes(
     spec = checked_net_spec(network["net"])
     terms = fitted.get("glm_terms")
     n_columns = terms.get("n_columns", p) if isinstance(terms, dict) else p
-    if spec["in_channels"] != n_columns or spec["out_channels"] != (p + 1) * n_outputs:
+    # The base levels the network varies besides the GLM's terms (io checks them).
+    bases = terms.get("network_bases", []) if isinstance(terms, dict) else []
+    n_bases = len(bases) if isinstance(bases, list) else 0
+    if (
+        spec["in_channels"] != n_columns
+        or spec["out_channels"] != (p + n_bases + 1) * n_outputs
+    ):
         raise ModelFileError(
             f"The network maps {spec['in_channels']} -> {spec['out_channels']} "
             f"channels; the design has {n_columns} features, the GLM {p} terms "
-            f"and {n_outputs} output(s)."
+            f"(the network {n_bases} base levels more) and {n_outputs} output(s)."
+        )
+    width = network.get("design_width", p)
+    if width != p:
+        raise ModelFileError(
+            f"network.design_width must be the GLM's {p} terms; got {width!r}."
         )
     _int(network["n_train"], "n_train")
     present = network["train_rows"]

@@ -206,6 +206,8 @@ def _model_state(model) -> tuple[dict, dict[str, torch.Tensor]]:
         if hasattr(model, "base_levels_")
         else {},
     }
+    if terms.varied_bases:  # the base levels the network varies too
+        fitted["glm_terms"]["network_bases"] = [int(b) for b, _ in terms.varied_bases]
     if terms.formula is not None:  # its text and fitted levels, knots, scaling
         fitted["glm_terms"]["formula"] = terms.formula.state()
     if terms.splines is not None:  # knots, bases, scaling and penalty

@@ -10,6 +10,14 @@ penalty. Without an intercept the numeric columns are scaled but not centred
 (:mod:`autoglm_graph._formula`) the GLM's columns are the formula's, appended
 to the preprocessed design after the network's context; so are the
 penalised spline columns of ``splines`` (:mod:`autoglm_graph._splines`).
+
+The network varies the GLM's terms per row, and under treatment coding (with
+an intercept, without a formula or splines) also each categorical column's
+base level (:meth:`GLMTerms.vary_bases`): its head reads the all-levels
+design, as with ``categorical_coding="all_levels"``. Its deviations are
+reported in the GLM's (treatment) basis (:meth:`GLMTerms.reduce`): the base
+level's deviation is added to the intercept's and subtracted from the other
+levels' of its column, the same linear predictor for a row with one level.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
+import torch
 
 from ._formula import FormulaDesign
 from ._splines import SplineDesign
@@ -56,6 +65,10 @@ class GLMTerms:
     splines : SplineDesign or None
         The penalised spline columns that follow the context (the GLM's last
         terms); None without.
+    varied_bases : tuple or None
+        ``(base, levels)`` per categorical column whose base level the network
+        varies too: the base's design column (not a GLM term) and its other
+        levels' (GLM terms); None: the network varies the GLM's terms only.
     """
 
     columns: np.ndarray
@@ -68,6 +81,7 @@ class GLMTerms:
     formula: FormulaDesign | None = None
     n_context: int | None = None
     splines: SplineDesign | None = None
+    varied_bases: tuple | None = None
 
     @classmethod
     def from_preprocessor(
@@ -121,6 +135,85 @@ class GLMTerms:
     @property
     def n_terms(self) -> int:
         return len(self.columns)
+
+    def vary_bases(self, blocks) -> GLMTerms:
+        """These terms, the network also varying the base level of each
+        categorical column of ``blocks`` (its levels' design columns) whose
+        base the GLM leaves out.
+
+        For treatment coding with an intercept: the base's deviation moves
+        into the intercept's when reported (:meth:`reduce`). Without an
+        intercept there is none to absorb it, and a formula's or the splines'
+        columns are not the preprocessor's: keep ``self`` there.
+        """
+        kept = {int(c) for c in self.columns}
+        varied = []
+        for block in blocks:
+            dropped = [int(c) for c in block if int(c) not in kept]
+            if len(dropped) == 1 and len(block) > 1:
+                levels = tuple(int(c) for c in block if int(c) in kept)
+                varied.append((dropped[0], levels))
+        return replace(self, varied_bases=tuple(varied) or None)
+
+    @property
+    def network_columns(self) -> np.ndarray:
+        """The design columns whose coefficients the network varies (the GLM's
+        terms and the varied base levels), in design order."""
+        if not self.varied_bases:
+            return self.columns
+        bases = [base for base, _ in self.varied_bases]
+        return np.sort(np.r_[self.columns, bases]).astype(np.intp)
+
+    @property
+    def n_network_terms(self) -> int:
+        """Slopes per output of the network's head."""
+        return len(self.network_columns)
+
+    def network_positions(self, positions) -> np.ndarray:
+        """Positions in ``[intercept, *terms]`` -> in ``[intercept,
+        *network_columns]``."""
+        positions = np.asarray(positions, dtype=np.intp)
+        if not self.varied_bases:
+            return positions
+        where = {int(c): i + 1 for i, c in enumerate(self.network_columns)}
+        lookup = np.array([0, *(where[int(c)] for c in self.columns)], dtype=np.intp)
+        return lookup[positions]
+
+    def expand(self, theta: np.ndarray) -> np.ndarray:
+        """``[..., 1 + n_terms]`` on the GLM's terms -> ``[..., 1 +
+        n_network_terms]`` on the network's, 0 at the base levels."""
+        if not self.varied_bases:
+            return theta
+        out = np.zeros((*theta.shape[:-1], 1 + self.n_network_terms), theta.dtype)
+        out[..., self.network_positions(np.arange(1 + self.n_terms))] = theta
+        return out
+
+    def reduce(self, delta):
+        """The network's deviations ``[..., 1 + n_network_terms]`` (a tensor
+        or an array) -> the GLM's terms' ``[..., 1 + n_terms]``.
+
+        Each varied base level's deviation is added to the intercept's and
+        subtracted from its column's other levels' (treatment coding): the
+        linear predictor of a row with one level of each column is unchanged.
+        """
+        if not self.varied_bases:
+            return delta
+        keep = self.network_positions(np.arange(1 + self.n_terms))
+        where = {int(c): i + 1 for i, c in enumerate(self.network_columns)}
+        term = {int(c): i + 1 for i, c in enumerate(self.columns)}
+        bases = np.array([where[b] for b, _ in self.varied_bases], dtype=np.intp)
+        move = np.zeros((len(bases), 1 + self.n_terms))
+        for i, (_, levels) in enumerate(self.varied_bases):
+            move[i, 0] = 1.0
+            move[i, [term[c] for c in levels]] = -1.0
+        if isinstance(delta, np.ndarray):
+            return delta[..., keep] + delta[..., bases] @ move.astype(delta.dtype)
+        device = delta.device
+        index = lambda a: torch.as_tensor(a, device=device)  # noqa: E731
+        moved = delta.index_select(-1, index(bases))
+        return delta.index_select(-1, index(keep)) + moved @ torch.as_tensor(
+            move, dtype=delta.dtype, device=device
+        )
 
     def penalty_weights(self, alpha: float) -> np.ndarray:
         """The solver's per-term penalty: ``alpha`` in the user's units, plus

@@ -15,6 +15,7 @@ import numpy as np
 from ._formula import FormulaDesign
 from ._splines import SplineDesign, choose_penalty
 from ._terms import GLMTerms, choose_columns
+from .constraints import constrained_positions
 
 
 class _TermsMixin:
@@ -79,6 +80,42 @@ class _TermsMixin:
         )
         self._terms = terms.with_splines(splines, design.shape[1])
         self.feature_names_out_ = self._terms.names
+        return self._terms
+
+    def _vary_base_levels(self, terms: GLMTerms) -> GLMTerms:
+        """``terms`` with the network also varying each categorical column's
+        base level under treatment coding (:meth:`GLMTerms.vary_bases`), as it
+        varies every level under ``categorical_coding="all_levels"``.
+
+        Not without an intercept (none to absorb the base's deviation), with a
+        formula or splines (the GLM's columns are not the preprocessor's), for
+        a column with a level in ``global_terms`` or ``local_sign``, nor at all
+        with the intercept in ``global_terms``: there the network varies the
+        GLM's terms only, so that the constraints hold on the reported
+        coefficients (:mod:`autoglm_graph.constraints`).
+        """
+        if (
+            self.categorical_coding != "treatment"
+            or not terms.fit_intercept
+            or terms.formula is not None
+            or terms.splines is not None
+        ):
+            return terms
+        touched = constrained_positions(
+            getattr(self, "global_terms", None),
+            getattr(self, "local_sign", None),
+            self.preprocessor_,
+            terms,
+        )
+        if 0 in touched:
+            return terms
+        columns = {int(terms.columns[p - 1]) for p in touched}
+        blocks = [
+            block
+            for block in self.preprocessor_.categorical_blocks()
+            if not columns & {int(c) for c in block}
+        ]
+        self._terms = terms.vary_bases(blocks)
         return self._terms
 
     def _choose_terms(self, design, sample_weight, X) -> GLMTerms:

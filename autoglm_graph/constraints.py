@@ -18,6 +18,15 @@ alike. The constraints therefore hold by construction, for any row:
 
 The design's columns are ``(u - shift) / scale`` of the user's columns with
 ``scale > 0``, so a sign on the design is the sign in the user's units.
+
+Under treatment coding the network also varies each categorical column's base
+level, reported in the intercept's and the other levels' deviations
+(:meth:`autoglm_graph._terms.GLMTerms.reduce`). That would break both
+constraints on a level (a level held global would move with its base, a
+signed one leave ``theta * exp(delta)``) and on the intercept, so the network
+varies no base level of a column with a level named in either, and none at
+all when the intercept is held global (:func:`constrained_positions`): there
+the reported deviations are the map's, as without a varied base.
 """
 
 from __future__ import annotations
@@ -28,7 +37,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["SIGNS", "CoefficientMap", "check_constraint_params", "coefficient_map"]
+__all__ = [
+    "SIGNS",
+    "CoefficientMap",
+    "check_constraint_params",
+    "coefficient_map",
+    "constrained_positions",
+]
 
 #: The values of ``local_sign``.
 SIGNS = ("positive", "negative")
@@ -163,6 +178,10 @@ def coefficient_map(global_terms, local_sign, preprocessor, glm, terms=None):
     signed = np.array(sorted(signs), dtype=np.int64)
     theta = glm.coef[:, signed - 1]
     _check_global_signs(theta, signed, signs, resolve.names)
+    held = sorted(held)
+    if terms is not None and terms.varied_bases:  # positions in the network's
+        held = terms.network_positions(np.array(held, dtype=np.int64))
+        signed = terms.network_positions(signed)
     tie = None
     if 0 in held:
         shift, scale = (
@@ -172,11 +191,24 @@ def coefficient_map(global_terms, local_sign, preprocessor, glm, terms=None):
         )
         tie = shift / scale
     return CoefficientMap(
-        held=np.array(sorted(held), dtype=np.int64),
+        held=np.array(held, dtype=np.int64),
         signed=signed,
         theta=np.asarray(theta, dtype=np.float64),
         intercept_tie=tie,
     )
+
+
+def constrained_positions(global_terms, local_sign, preprocessor, terms) -> set:
+    """The positions in ``[intercept, *terms]`` that ``global_terms`` and
+    ``local_sign`` name (an error for an unknown name, as
+    :func:`coefficient_map`)."""
+    resolve = _TermResolver(preprocessor, terms)
+    positions = set()
+    for name in global_terms or []:
+        positions |= resolve("global_terms", name)
+    for name in local_sign or {}:
+        positions |= resolve("local_sign", name)
+    return positions
 
 
 def _check_global_signs(theta, signed, signs, names) -> None:

@@ -82,7 +82,12 @@ _COMMON_PARAMS_DOC = """
         column keeps every level (R's ``y ~ 0 + f``). ``"all_levels"``: a term
         for every level (glum's ``drop_first=False``), identified by the
         penalty only, so their standard errors are large. The network's
-        context keeps every level either way.
+        context keeps every level either way, and the network varies every
+        level's coefficient; under treatment coding ``local_coef`` reports
+        them against the base (its deviation moved into the intercept's),
+        except without an intercept, with a formula or splines, and for
+        columns named in ``global_terms`` or ``local_sign``, where it varies
+        the GLM's terms only.
     base_levels : dict or None, default=None
         Categorical column -> its base level under treatment coding. A column
         not named gets the level with the largest total sample weight (ties:

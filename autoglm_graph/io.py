@@ -425,6 +425,27 @@ def _glm_terms(model, fitted: dict, preprocessor) -> None:
     )
     if splines is not None:
         model._terms = model._terms.with_splines(splines, len(names))
+    _network_bases(model, spec.get("network_bases", []), preprocessor)
+
+
+def _network_bases(model, bases, preprocessor) -> None:
+    """The base levels the network varies too (files written before: none)."""
+    if not isinstance(bases, list) or not all(type(b) is int for b in bases):
+        raise ModelFileError("glm_terms.network_bases must be a list of columns.")
+    if not bases:
+        return
+    blocks = [
+        block
+        for block in preprocessor.categorical_blocks()
+        if {int(c) for c in block} & set(bases)
+    ]
+    terms = model._terms.vary_bases(blocks)
+    varied = sorted(b for b, _ in terms.varied_bases or ())
+    if varied != sorted(bases) or terms.splines is not None:
+        raise ModelFileError(
+            "glm_terms.network_bases must be base levels the GLM leaves out."
+        )
+    model._terms = terms
 
 
 def _splines(state, n_context: int) -> SplineDesign | None:

@@ -171,7 +171,12 @@ class Predictor:
             eta_global=torch.as_tensor(eta),
         )
         eta_local, delta = linear_predictor(
-            delta, rows, self.n_outputs, self.coef_map, intercept=terms.fit_intercept
+            delta,
+            rows,
+            self.n_outputs,
+            self.coef_map,
+            intercept=terms.fit_intercept,
+            reduce=terms.reduce if terms.varied_bases else None,
         )
         eta_local = eta_local.reshape(eta.shape)
         return eta_local.numpy(), theta + delta.numpy()

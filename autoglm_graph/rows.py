@@ -8,6 +8,7 @@ both use: the linear predictor, autocast and the inductive forward.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -25,7 +26,9 @@ __all__ = [
     "RowData",
     "autocast",
     "linear_predictor",
+    "network_deviations",
     "query_forward",
+    "reported_linear_predictor",
     "weighted_mean",
 ]
 
@@ -103,21 +106,42 @@ def linear_predictor(
     coef_map: CoefficientMap | None = None,
     *,
     intercept: bool = True,
+    reduce: Callable | None = None,
 ) -> tuple[Tensor, Tensor]:
     """eta_i = eta_global_i + delta_b_i + x_i . delta_beta_i; returns (eta, delta).
 
     ``coef_map`` maps the network's output to the deviations first (the
     constraints of :mod:`autoglm_graph.constraints`); None: they are the same.
     Without an ``intercept`` there is none to vary: ``delta_b`` is zero.
+    ``reduce`` maps the network's deviations to the GLM's terms'
+    (:meth:`autoglm_graph._terms.GLMTerms.reduce`); None: they are the same.
     """
+    varied = network_deviations(delta, n_outputs, coef_map, intercept=intercept)
+    return reported_linear_predictor(varied if reduce is None else reduce(varied), rows)
+
+
+def network_deviations(
+    delta: Tensor,
+    n_outputs: int,
+    coef_map: CoefficientMap | None = None,
+    *,
+    intercept: bool = True,
+) -> Tensor:
+    """The deviations ``[n, n_outputs, 1 + q]`` of the coefficients the
+    network varies, from its output (see :func:`linear_predictor`)."""
     delta = delta.reshape(delta.shape[0], n_outputs, -1)
     if coef_map is not None:
         delta = coef_map.apply(delta)
     if not intercept:
         delta = torch.cat([torch.zeros_like(delta[:, :, :1]), delta[:, :, 1:]], 2)
+    return delta
+
+
+def reported_linear_predictor(delta: Tensor, rows: RowData) -> tuple[Tensor, Tensor]:
+    """(eta, delta) of deviations ``delta`` of the GLM's terms."""
     eta = rows.eta_global + delta[:, :, 0]
     eta = eta + torch.einsum("nkp,np->nk", delta[:, :, 1:], rows.design)
-    return (eta[:, 0] if n_outputs == 1 else eta), delta
+    return (eta[:, 0] if delta.shape[1] == 1 else eta), delta
 
 
 def autocast(precision: str, device_type: str):

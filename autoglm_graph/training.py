@@ -15,6 +15,7 @@ import contextlib
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -40,7 +41,9 @@ from .rows import (
     RowData,
     autocast,
     linear_predictor,
+    network_deviations,
     query_forward,
+    reported_linear_predictor,
     weighted_mean,
 )
 from .stopping import EpochSelector
@@ -99,6 +102,10 @@ class Trainer:
     #: The constraints on the deviations (terms held global, signs kept);
     #: None: the network's output is the deviation.
     coef_map: CoefficientMap | None = None
+    #: The network's deviations -> the GLM's terms' (a varied base level's
+    #: moved into the intercept's: :meth:`autoglm_graph._terms.GLMTerms.reduce`);
+    #: None: the network varies the GLM's terms.
+    reduce: Callable | None = None
 
     #: The scalar settings that :meth:`settings` records.
     SETTINGS = (
@@ -436,14 +443,15 @@ class TrainingState:
     # ---------------------------------------------------------------- fitting
     def loss(self, delta: Tensor, rows: RowData) -> tuple[Tensor, Tensor]:
         """Half the weighted deviance plus the local penalty, and the deviance."""
-        eta, delta = linear_predictor(
-            delta,
-            rows,
-            self.config.n_outputs,
-            self.config.coef_map,
-            intercept=self.config.fit_intercept,
+        config = self.config
+        delta = network_deviations(
+            delta, config.n_outputs, config.coef_map, intercept=config.fit_intercept
         )
-        deviance = self.config.family.deviance(rows.y, eta, rows.weight)
+        reduced = delta if config.reduce is None else config.reduce(delta)
+        eta, _ = reported_linear_predictor(reduced, rows)
+        deviance = config.family.deviance(rows.y, eta, rows.weight)
+        # The penalty is on the deviations the network varies (a varied base
+        # level's too, as with categorical_coding="all_levels").
         penalty = weighted_mean(delta.pow(2).sum(dim=(1, 2)), rows.weight)
         return 0.5 * deviance + self.config.local_penalty * penalty, deviance
 
@@ -633,6 +641,7 @@ class TrainingState:
             self.config.n_outputs,
             self.config.coef_map,
             intercept=self.config.fit_intercept,
+            reduce=self.config.reduce,
         )
         return self.config.family.unit_deviance(rows.y, eta)
 
