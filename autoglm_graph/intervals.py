@@ -80,20 +80,23 @@ class IntervalSettings:
         ``"pilot"`` widens the members' interval by each term's root mean
         squared bias, estimated at the end of ``fit`` against local GLMs of
         the rows' nearest neighbours (:mod:`autoglm_graph.intervals`):
-        0.83-0.91 coverage of the true coefficients at a nominal 0.9 where
-        the members' spread alone gave 0.48-0.54. ``"none"``: the members'
-        spread alone (a variance-only interval).
-    pilot_rows_per_coef : int, default=20
+        0.82-0.90 coverage of the true coefficients at a nominal 0.9 where
+        the members' spread alone gave 0.48-0.54, with intervals 2.1-2.8
+        times as wide. ``"none"``: the members' spread alone (a
+        variance-only interval).
+    pilot_rows_per_coef : int, default=15
         The pilot's neighbourhood: this many training rows per coefficient of
-        a row's GLM (100 for an intercept and 4 slopes). Fewer rows leave less
-        bias in the pilot and more noise in the estimate of the bias (10 gave
-        0.93-0.96 coverage with intervals 1.5-2 times as wide; 30, 0.71-0.86).
+        a row's GLM (75 for an intercept and 4 slopes). Fewer rows leave less
+        bias in the pilot and more noise in its estimate of the bias: wider
+        intervals. At a nominal 0.9, 15 covered 0.82-0.90 (per family, mean of
+        2 seeds); 10, 0.91-0.94 with intervals 1.1-1.5 times as wide; 20,
+        0.81-0.88; 30, 0.75-0.85.
     calibration_rows : int, default=1000
         Training rows (at most; a fixed draw) on which the bias is estimated.
     """
 
     bias: str = "pilot"
-    pilot_rows_per_coef: int = 20
+    pilot_rows_per_coef: int = 15
     calibration_rows: int = 1000
 
     def __post_init__(self) -> None:
