@@ -408,3 +408,21 @@ def test_save_refuses_a_member_of_another_preprocessor(fitted, data, tmp_path):
     model.interval_members_ = [member, *fitted.interval_members_[1:]]
     with pytest.raises(ValueError, match="another preprocessor"):
         model.save(tmp_path / "model")
+
+
+@pytest.mark.slow
+def test_pilot_bias_brings_coverage_near_the_level():
+    """On data with known coefficients the members' spread alone covers the
+    truth far less often than its level; with the bias term the nominal 90 %
+    intervals cover most of it (``docs/decisions/intervals.md``)."""
+    X, y, coef = make_varying_coefficients(1500, 3, family="poisson", random_state=2)
+    model = GraphGLMRegressor(
+        family="poisson", interval_members=8, random_state=0, device="cpu"
+    ).fit(X[:1000], y[:1000])
+    local = model.local_coef(X[1000:], interval=0.9)
+    truth = coef[1000:]
+    inside = (local["lower"].to_numpy() <= truth) & (truth <= local["upper"].to_numpy())
+    half = norm.ppf(0.95) * _members_sd(model, X[1000:])
+    spread_inside = np.abs(local["coef"].to_numpy() - truth) <= half
+    assert inside.mean() >= 0.75
+    assert inside.mean() >= spread_inside.mean() + 0.15
