@@ -48,7 +48,7 @@ from scipy.stats import norm
 from sklearn.base import clone
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import _safe_indexing, check_random_state
-from sklearn.utils.validation import _check_sample_weight, column_or_1d
+from sklearn.utils.validation import _check_sample_weight, _num_samples, column_or_1d
 
 from ._formula import split_target
 from ._pilot import local_glms
@@ -174,7 +174,7 @@ def fit_interval_members(estimator, X, y, sample_weight=None, offset=None, group
     n_members = getattr(estimator, "interval_members", 0)
     if not n_members:
         return []
-    n_samples = len(y)
+    n_samples = _num_samples(X)  # y is None with a formula's left side
     base = np.ones(n_samples) if sample_weight is None else np.asarray(sample_weight)
     codes = None
     if groups is not None:

@@ -426,3 +426,20 @@ def test_pilot_bias_brings_coverage_near_the_level():
     spread_inside = np.abs(local["coef"].to_numpy() - truth) <= half
     assert inside.mean() >= 0.75
     assert inside.mean() >= spread_inside.mean() + 0.15
+
+
+def test_formula_with_a_left_side_fits_members_and_bias(data):
+    """``fit(X)`` with the target named in the formula (y is None)."""
+    X, y = data
+    frame = pd.DataFrame(X, columns=["a", "b", "c"]).assign(claims=y)
+    model = GraphGLMRegressor(
+        family="poisson",
+        formula="claims ~ a + b + c",
+        local_penalty=np.inf,
+        interval_members=2,
+        random_state=0,
+    ).fit(frame)
+    assert len(model.interval_members_) == 2
+    assert model.interval_bias_.shape == (4,)
+    local = model.local_coef(frame.head(3), interval=0.9)
+    assert np.all(local["lower"].to_numpy() < local["upper"].to_numpy())
