@@ -28,6 +28,7 @@ _EXPORTS = {
     "GraphGLMClassifier": ("estimators", "GraphGLMClassifier"),
     "GraphGLMRegressor": ("estimators", "GraphGLMRegressor"),
     "GraphGLMSearchCV": ("search", "GraphGLMSearchCV"),
+    "IntervalSettings": ("intervals", "IntervalSettings"),
     "NeighborGraph": ("graph", "NeighborGraph"),
     "OptunaPruningCallback": ("search", "OptunaPruningCallback"),
     "TabularPreprocessor": ("preprocessing", "TabularPreprocessor"),
@@ -75,6 +76,7 @@ __all__ = [
     "GraphGLMClassifier",
     "GraphGLMRegressor",
     "GraphGLMSearchCV",
+    "IntervalSettings",
     "NeighborGraph",
     "OptunaPruningCallback",
     "TabularPreprocessor",
@@ -111,6 +113,7 @@ if TYPE_CHECKING:  # static analysers and IDEs see the names directly
     from .families import Family, get_family
     from .graph import NeighborGraph
     from .heterogeneity import heterogeneity_test
+    from .intervals import IntervalSettings
     from .io import load_model as load
     from .metrics import gini, lorenz_curve
     from .neighbors import CosineNeighbors, cosine_topk, recall_at_k

@@ -49,7 +49,7 @@ from ._validation import (
 )
 from .constraints import CoefficientMap, check_constraint_params, coefficient_map
 from .families import Family, NegativeBinomialFamily
-from .intervals import check_interval_members
+from .intervals import IntervalSettings, check_interval_members, check_interval_settings
 from .modules import MESSAGE_PASSING, NetConfig
 from .policy import FitPolicy
 from .predictor import Predictor
@@ -97,6 +97,7 @@ class _BaseGraphGLM(
         global_terms: list | None = None,
         local_sign: dict | None = None,
         interval_members: int = 0,
+        interval_settings: IntervalSettings | None = None,
         learning_rate: float = 6e-3,
         weight_decay: float = 1e-4,
         ema_decay: float = 0.9,
@@ -138,6 +139,7 @@ class _BaseGraphGLM(
         self.global_terms = global_terms
         self.local_sign = local_sign
         self.interval_members = interval_members
+        self.interval_settings = interval_settings
         self.learning_rate = learning_rate
         self.weight_decay = weight_decay
         self.ema_decay = ema_decay
@@ -240,6 +242,7 @@ class _BaseGraphGLM(
         check_number("local_penalty", self.local_penalty, low=0, allow_inf=True)
         check_constraint_params(self.global_terms, self.local_sign)
         check_interval_members(getattr(self, "interval_members", 0))
+        check_interval_settings(getattr(self, "interval_settings", None))
         check_number("learning_rate", self.learning_rate, low=0, low_open=True)
         check_number("weight_decay", self.weight_decay, low=0)
         if self.fit_policy is not None and not isinstance(self.fit_policy, FitPolicy):

@@ -37,9 +37,9 @@ class _PersistenceMixin:
 
         Notes
         -----
-        The bootstrap members of ``interval_members`` are saved with the
-        model, so that the loaded model's ``local_coef(X, interval=...)`` is
-        the same.
+        The bootstrap members of ``interval_members`` and the bias estimate
+        of ``interval_settings`` are saved with the model, so that the loaded
+        model's ``local_coef(X, interval=...)`` is the same.
         """
         return save_model(self, path)
 
@@ -66,6 +66,7 @@ class _PersistenceMixin:
         self._validation_positions = None  # not saved: only a search reads it
         self.network_ = None if network is None else network.net
         self.interval_members_ = []  # the reader sets the saved members after
+        self.interval_bias_ = None  # and the saved bias estimate
 
     def __getstate__(self):
         # The fitted network pickles through its state() (tensors on the CPU);

@@ -222,6 +222,8 @@ def _model_state(model) -> tuple[dict, dict[str, torch.Tensor]]:
     ):
         if hasattr(model, key):
             fitted[key] = _plain(getattr(model, key))
+    if getattr(model, "interval_bias_", None) is not None:
+        fitted["interval_bias_"] = [float(v) for v in model.interval_bias_]
     if hasattr(model, "classes_"):
         fitted["classes_"] = _labels_to_json(model.classes_, "classes_")
     train_index, network = model._save_state()
@@ -288,8 +290,9 @@ def _params_to_json(model) -> dict:
     if isinstance(params.get("family"), Family):
         family = params["family"]
         params["family"] = {"name": family.name, "params": family._params()}
-    if dataclasses.is_dataclass(params.get("fit_policy")):
-        params["fit_policy"] = _dataclass_to_json(params["fit_policy"])
+    for key in ("fit_policy", "interval_settings"):
+        if dataclasses.is_dataclass(params.get(key)):
+            params[key] = _dataclass_to_json(params[key])
     out = {}
     for key, value in params.items():
         value = _plain(value)
@@ -303,7 +306,8 @@ def _params_to_json(model) -> dict:
 
 
 def _dataclass_to_json(value) -> dict:
-    """A frozen configuration object (``fit_policy``) as a JSON object of its
+    """A frozen configuration object (``fit_policy``, ``interval_settings``)
+    as a JSON object of its
     fields; :func:`autoglm_graph.io.load_model` rebuilds it."""
     fields = {}
     for field in dataclasses.fields(value):

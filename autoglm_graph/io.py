@@ -360,6 +360,10 @@ def _build(config: dict, tensors: dict[str, torch.Tensor], preprocessor):
     for key in ("validation_gain_", "validation_gain_se_", "balance_correction_"):
         if key in fitted:
             setattr(model, key, _number(fitted[key], key))
+    interval_bias = fitted.get("interval_bias_")
+    if interval_bias is not None:
+        n_names = len(fitted["feature_names_out_"])
+        interval_bias = _interval_bias(interval_bias, n_names)
     train_index = (
         _labels_from_json(fitted["train_index"], tensors, "train_index")
         if "train_index" in fitted
@@ -388,6 +392,7 @@ def _build(config: dict, tensors: dict[str, torch.Tensor], preprocessor):
             "A model that is not global-only needs its network or location effect."
         )
     model._restore(glm, train_index, network)
+    model.interval_bias_ = interval_bias
     return model
 
 
@@ -529,6 +534,8 @@ def _params_from_json(cls, params) -> dict:
             value = family_from_json(value)
         elif key == "fit_policy" and isinstance(value, dict):
             value = _fit_policy_from_json(value)
+        elif key == "interval_settings" and isinstance(value, dict):
+            value = _interval_settings_from_json(value)
         elif key == "splines" and isinstance(value, list):
             if not all(isinstance(v, str) for v in value):
                 raise ModelFileError(f"splines must list names; got {value!r}.")
@@ -604,6 +611,37 @@ def _fit_policy_from_json(spec: dict):
             raise ModelFileError(f"fit_policy.{key} must be a number or bool.")
         values[key] = value
     return FitPolicy(**values)
+
+
+def _interval_settings_from_json(spec: dict):
+    """The ``interval_settings`` dataclass saved as ``{"__dataclass__", "fields"}``."""
+    from .intervals import settings_from_fields
+
+    fields = spec.get("fields")
+    if spec.get("__dataclass__") != "IntervalSettings" or not isinstance(fields, dict):
+        raise ModelFileError(
+            f"interval_settings must be a saved IntervalSettings; got {spec!r}."
+        )
+    if not all(isinstance(v, _SCALARS) for v in fields.values()):
+        raise ModelFileError("interval_settings' fields must be numbers or strings.")
+    try:
+        return settings_from_fields(fields)
+    except (TypeError, ValueError) as error:
+        raise ModelFileError(str(error)) from None
+
+
+def _interval_bias(value, n_names: int) -> np.ndarray:
+    """The saved ``interval_bias_``: one finite value >= 0 per coefficient."""
+    ok = isinstance(value, list) and len(value) in (n_names, n_names + 1)
+    if ok:
+        ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+    array = np.asarray(value, dtype=np.float64) if ok else None
+    if array is None or not (np.isfinite(array).all() and (array >= 0).all()):
+        raise ModelFileError(
+            "interval_bias_ must list one finite value >= 0 per coefficient; "
+            f"got {value!r}."
+        )
+    return array
 
 
 # Parameters whose size the machine pays at prediction, beyond what fit

@@ -16,8 +16,10 @@ from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 from scipy.stats import norm
 
-from autoglm_graph import GraphGLMClassifier, GraphGLMRegressor, load
+from autoglm_graph import GraphGLMClassifier, GraphGLMRegressor, IntervalSettings, load
+from autoglm_graph._pilot import local_glms
 from autoglm_graph.datasets import make_varying_coefficients
+from autoglm_graph.families import get_family
 from autoglm_graph.io import MAX_MEMBERS, ModelFileError
 from autoglm_graph.preprocessing import TabularPreprocessor
 
@@ -46,6 +48,65 @@ def fitted(data):
         return GraphGLMRegressor(interval_members=4, **SMALL).fit(X, y)
 
 
+@pytest.fixture(scope="module")
+def spread_only(data):
+    """The members' spread alone (no bias estimate)."""
+    X, y = data
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return GraphGLMRegressor(
+            interval_members=4, interval_settings=IntervalSettings(bias="none"), **SMALL
+        ).fit(X, y)
+
+
+def _members_sd(model, X):
+    draws = np.stack([m.local_coef(X).to_numpy() for m in model.interval_members_])
+    return draws.std(axis=0, ddof=1)
+
+
+def test_bias_widens_the_members_interval(fitted, data):
+    """The half-width is z * sqrt(sd^2 + b^2): the members' spread and each
+    term's estimated bias, one value per local_coef column."""
+    X, _ = data
+    bias = fitted.interval_bias_
+    assert bias.shape == (fitted.local_coef(X[:1]).shape[1],)
+    assert np.all(np.isfinite(bias)) and np.all(bias >= 0) and np.any(bias > 0)
+    local = fitted.local_coef(X[:40], interval=0.9)
+    half = (local["upper"] - local["lower"]).to_numpy() / 2
+    expected = norm.ppf(0.95) * np.sqrt(_members_sd(fitted, X[:40]) ** 2 + bias**2)
+    np.testing.assert_allclose(half, expected, rtol=1e-10)
+
+
+def test_bias_none_is_the_members_spread(spread_only, data):
+    X, _ = data
+    assert spread_only.interval_bias_ is None
+    local = spread_only.local_coef(X[:40], interval=0.9)
+    half = (local["upper"] - local["lower"]).to_numpy() / 2
+    expected = norm.ppf(0.95) * _members_sd(spread_only, X[:40])
+    np.testing.assert_allclose(half, expected, rtol=1e-10)
+
+
+def test_pilot_of_all_rows_is_the_global_glm(data):
+    """With every row as neighbours the pilot is the GLM itself: the global
+    GLM's coefficients (alpha is tiny) and its sandwich standard errors."""
+    X, y = data
+    model = GraphGLMRegressor(family="poisson", local_penalty=np.inf).fit(X, y)
+    design = np.hstack([np.ones((len(y), 1)), model.predictor().design(X)])
+    glm = model.global_glm_
+    start = np.concatenate([glm.intercept, glm.coef[0]])
+    neighbors = np.arange(len(y))[None, :].repeat(2, axis=0)
+    theta, covariance = local_glms(
+        get_family("poisson"), design, y, np.ones(len(y)), None, neighbors, start
+    )
+    to_user = model.predictor().to_user_units(np.eye(design.shape[1]))
+    np.testing.assert_allclose(
+        theta[0] @ to_user, model._global_theta_user()[0], atol=1e-3
+    )
+    se = np.sqrt(np.einsum("qj,qr,rj->j", to_user, covariance[0], to_user))
+    sandwich = model.coef_table(X, y, cov_type="sandwich")["std_err"].to_numpy()
+    np.testing.assert_allclose(se, sandwich, rtol=0.05)
+
+
 def test_columns_order_and_coef(fitted, data):
     X, _ = data
     local = fitted.local_coef(X[:50], interval=0.9)
@@ -61,17 +122,17 @@ def test_columns_order_and_coef(fitted, data):
     assert np.all(narrow["upper"].to_numpy() < upper)
 
 
-def test_wider_away_from_the_training_rows(fitted, data):
-    """Rows moved far from the data do not get narrower intervals. The
-    widening is small (about 5 %, ``benchmarks/results/intervals.md``): far
-    rows attend to the training rows at the data's edge, so the members'
-    deviations stop moving apart there."""
+def test_wider_away_from_the_training_rows(spread_only, data):
+    """Rows moved far from the data do not get a narrower spread of the
+    members. The widening is small (about 5 %): far rows attend to the
+    training rows at the data's edge, so the members' deviations stop moving
+    apart there. (The bias term is one value per term, the same far away.)"""
     X, _ = data
     direction = np.random.default_rng(1).normal(size=(100, X.shape[1]))
     direction /= np.linalg.norm(direction, axis=1, keepdims=True)
 
     def width(rows):
-        local = fitted.local_coef(rows, interval=0.9)
+        local = spread_only.local_coef(rows, interval=0.9)
         return (local["upper"] - local["lower"]).to_numpy().mean()
 
     assert width(X[:100] + 10 * direction) > width(X[:100])
@@ -82,7 +143,11 @@ def test_global_glm_members_match_sandwich_errors(data):
     variability: the bootstrap standard errors agree with the sandwich ones."""
     X, y = data
     model = GraphGLMRegressor(
-        family="poisson", local_penalty=np.inf, interval_members=60, random_state=0
+        family="poisson",
+        local_penalty=np.inf,
+        interval_members=60,
+        interval_settings=IntervalSettings(bias="none"),
+        random_state=0,
     ).fit(X, y)
     local = model.local_coef(X[:1], interval=0.9)
     bootstrap_se = (local["upper"] - local["lower"]).to_numpy()[0] / (
@@ -130,6 +195,28 @@ def test_bad_interval(fitted, data, interval):
         fitted.local_coef(data[0][:5], interval=interval)
 
 
+@pytest.mark.parametrize(
+    "fields, match",
+    [
+        (dict(bias="mse"), "bias must be one of"),
+        (dict(bias=None), "bias must be one of"),
+        (dict(pilot_rows_per_coef=1), "pilot_rows_per_coef must be an integer >= 2"),
+        (dict(pilot_rows_per_coef=2.5), "pilot_rows_per_coef must be an integer"),
+        (dict(calibration_rows=True), "calibration_rows must be an integer >= 10"),
+    ],
+    ids=["bias-name", "bias-none-value", "rows-low", "rows-float", "cal-bool"],
+)
+def test_bad_interval_settings(fields, match):
+    with pytest.raises(ValueError, match=match):
+        IntervalSettings(**fields)
+
+
+@pytest.mark.parametrize("value", ["pilot", {"bias": "none"}, 1])
+def test_interval_settings_must_be_the_dataclass(data, value):
+    with pytest.raises(ValueError, match="'interval_settings' parameter"):
+        GraphGLMRegressor(interval_settings=value).fit(*data)
+
+
 @pytest.mark.parametrize("members", [1, -1, 2.5, True])
 def test_bad_interval_members(data, members):
     with pytest.raises(ValueError, match="'interval_members' parameter"):
@@ -175,11 +262,42 @@ def test_save_and_load_keep_the_members(fitted, data, tmp_path, suffix):
         fitted.local_coef(X, interval=0.9),
         check_exact=True,
     )
+    np.testing.assert_array_equal(loaded.interval_bias_, fitted.interval_bias_)
     for mine, theirs in zip(
         loaded.interval_members_, fitted.interval_members_, strict=True
     ):
         assert mine.get_params() == theirs.get_params()
         assert mine.interval_members_ == []
+
+
+def test_save_and_load_keep_the_settings(data, tmp_path):
+    X, y = data
+    settings = IntervalSettings(
+        bias="pilot", pilot_rows_per_coef=7, calibration_rows=50
+    )
+    model = GraphGLMRegressor(
+        family="poisson",
+        local_penalty=np.inf,
+        interval_members=2,
+        interval_settings=settings,
+        random_state=0,
+    ).fit(X, y)
+    loaded = load(model.save(tmp_path / "model"))
+    assert loaded.interval_settings == settings
+    np.testing.assert_array_equal(loaded.interval_bias_, model.interval_bias_)
+
+
+def test_file_without_bias_reads_the_members_spread(fitted, data, tmp_path):
+    """A file without interval_bias_ (written before it existed) loads; its
+    intervals are the members' spread."""
+    X, _ = data
+    path = fitted.save(tmp_path / "model")
+    _edit(path, lambda c: c["fitted"].pop("interval_bias_"))
+    loaded = load(path)
+    assert loaded.interval_bias_ is None
+    local = loaded.local_coef(X[:10], interval=0.9)
+    half = (local["upper"] - local["lower"]).to_numpy() / 2
+    np.testing.assert_allclose(half, norm.ppf(0.95) * _members_sd(fitted, X[:10]))
 
 
 def test_file_without_members_loads(fitted, data, tmp_path):
@@ -232,6 +350,29 @@ def test_file_without_members_loads(fitted, data, tmp_path):
         ),
         (None, lambda t: t.update({"members.02.extra": torch.zeros(1)}), "member"),
         (None, lambda t: t.update({"members.x": torch.zeros(1)}), "names no member"),
+        (
+            lambda c: c["fitted"].update(interval_bias_=[-1.0] * 4),
+            None,
+            "interval_bias_",
+        ),
+        (lambda c: c["fitted"].update(interval_bias_=[0.1]), None, "interval_bias_"),
+        (
+            lambda c: c["params"].update(
+                interval_settings={
+                    "__dataclass__": "IntervalSettings",
+                    "fields": {"bias": "mse"},
+                }
+            ),
+            None,
+            "bias must be one of",
+        ),
+        (
+            lambda c: c["params"].update(
+                interval_settings={"__dataclass__": "FitPolicy", "fields": {}}
+            ),
+            None,
+            "saved IntervalSettings",
+        ),
     ],
     ids=[
         "member-conv",
@@ -244,6 +385,10 @@ def test_file_without_members_loads(fitted, data, tmp_path):
         "member-tensor-shape",
         "member-index-padded",
         "member-index-bad",
+        "bias-negative",
+        "bias-length",
+        "settings-bad-field",
+        "settings-other-class",
     ],
 )
 def test_corrupted_member_is_refused(
@@ -263,3 +408,38 @@ def test_save_refuses_a_member_of_another_preprocessor(fitted, data, tmp_path):
     model.interval_members_ = [member, *fitted.interval_members_[1:]]
     with pytest.raises(ValueError, match="another preprocessor"):
         model.save(tmp_path / "model")
+
+
+@pytest.mark.slow
+def test_pilot_bias_brings_coverage_near_the_level():
+    """On data with known coefficients the members' spread alone covers the
+    truth far less often than its level; with the bias term the nominal 90 %
+    intervals cover most of it (``docs/decisions/intervals.md``)."""
+    X, y, coef = make_varying_coefficients(1500, 3, family="poisson", random_state=2)
+    model = GraphGLMRegressor(
+        family="poisson", interval_members=8, random_state=0, device="cpu"
+    ).fit(X[:1000], y[:1000])
+    local = model.local_coef(X[1000:], interval=0.9)
+    truth = coef[1000:]
+    inside = (local["lower"].to_numpy() <= truth) & (truth <= local["upper"].to_numpy())
+    half = norm.ppf(0.95) * _members_sd(model, X[1000:])
+    spread_inside = np.abs(local["coef"].to_numpy() - truth) <= half
+    assert inside.mean() >= 0.75
+    assert inside.mean() >= spread_inside.mean() + 0.15
+
+
+def test_formula_with_a_left_side_fits_members_and_bias(data):
+    """``fit(X)`` with the target named in the formula (y is None)."""
+    X, y = data
+    frame = pd.DataFrame(X, columns=["a", "b", "c"]).assign(claims=y)
+    model = GraphGLMRegressor(
+        family="poisson",
+        formula="claims ~ a + b + c",
+        local_penalty=np.inf,
+        interval_members=2,
+        random_state=0,
+    ).fit(frame)
+    assert len(model.interval_members_) == 2
+    assert model.interval_bias_.shape == (4,)
+    local = model.local_coef(frame.head(3), interval=0.9)
+    assert np.all(local["lower"].to_numpy() < local["upper"].to_numpy())

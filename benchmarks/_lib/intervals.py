@@ -11,13 +11,20 @@ fitted per family and seed; on the new rows the report gives, per family,
   ``eta``, bounds from the members' linear predictors the same way), which
   the data identify, where the per-row coefficients are one choice among
   many that give the same ``eta``;
-* the mean interval width, the root mean squared error of the coefficients
-  and the members' mean standard deviation (a variance-only interval covers
-  well only when the error is mostly variance);
+* the mean interval width, the root mean squared error of the coefficients,
+  the members' mean standard deviation (a variance-only interval covers
+  well only when the error is mostly variance) and the estimated bias
+  (``interval_bias_``, root mean square over the terms; 0 with ``--bias
+  none``);
 * the width on rows moved 8 standard deviations away from the data, over the
   width on the new rows (> 1: wider away from the training data);
-* cost: seconds of the plain fit, of the members, and of ``local_coef`` with
-  and without ``interval``.
+* cost: seconds of the plain fit (the model's own ``fit_times_["total"]``), of
+  the members (theirs, summed) and of the bias estimate
+  (``estimate_interval_bias``, timed again after the fit); the whole ``fit``
+  over the plain fit, and ``local_coef`` with ``interval`` over
+  ``local_coef`` without.
+
+``--bias`` and ``--pilot-rows-per-coef`` set ``IntervalSettings``.
 
     python benchmarks/properties.py intervals --out benchmarks/results/intervals
 """
@@ -31,8 +38,9 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import norm
 
-from autoglm_graph import GraphGLMClassifier, GraphGLMRegressor
+from autoglm_graph import GraphGLMClassifier, GraphGLMRegressor, IntervalSettings
 from autoglm_graph.datasets import make_varying_coefficients
+from autoglm_graph.intervals import estimate_interval_bias
 from benchmarks._lib.common import command_line, to_markdown
 
 FAMILIES = ("poisson", "binomial", "gaussian")
@@ -45,17 +53,26 @@ def run_seed(family: str, seed: int, args) -> dict:
     X, y, coef = make_varying_coefficients(n, 4, family=family, random_state=seed)
     eta = coef[:, 0] + np.einsum("ij,ij->i", X, coef[:, 1:])
     train, test = slice(0, args.n_train), slice(args.n_train, n)
+    settings = IntervalSettings(
+        bias=args.bias, pilot_rows_per_coef=args.pilot_rows_per_coef
+    )
+    kwargs = dict(
+        interval_members=args.members, interval_settings=settings, random_state=seed
+    )
     if family == "binomial":
-        model = GraphGLMClassifier(interval_members=args.members, random_state=seed)
+        model = GraphGLMClassifier(**kwargs)
     else:
-        model = GraphGLMRegressor(
-            family=family, interval_members=args.members, random_state=seed
-        )
+        model = GraphGLMRegressor(family=family, **kwargs)
     start = time.perf_counter()
     model.fit(X[train], y[train])
     fit_s = time.perf_counter() - start
     members_s = sum(m.fit_times_["total"] for m in model.interval_members_)
-    plain_s = fit_s - members_s
+    start = time.perf_counter()  # the bias estimate of fit, timed again
+    bias = estimate_interval_bias(model, X[train], y[train])
+    bias_s = time.perf_counter() - start
+    if bias is not None:  # the estimate is deterministic
+        assert np.array_equal(bias, model.interval_bias_)
+    plain_s = model.fit_times_["total"]  # the estimator's own fit
     start = time.perf_counter()
     plain = model.local_coef(X[test]).to_numpy()
     read_s = time.perf_counter() - start
@@ -87,9 +104,11 @@ def run_seed(family: str, seed: int, args) -> dict:
         "width": width,
         "rmse": np.sqrt(((plain - coef[test]) ** 2).mean()),
         "members sd": members.std(0, ddof=1).mean(),
+        "bias est": 0.0 if bias is None else float(np.sqrt(np.mean(bias**2))),
         "far / near width": (far["upper"] - far["lower"]).to_numpy().mean() / width,
         "plain fit s": plain_s,
         "members fit s": members_s,
+        "bias s": bias_s,
         "fit cost": fit_s / plain_s,
         "local_coef cost": read_interval_s / read_s,
     }
@@ -107,6 +126,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--members", type=int, default=20)
     parser.add_argument("--level", type=float, default=0.9)
     parser.add_argument("--families", nargs="+", default=list(FAMILIES))
+    parser.add_argument("--bias", default="pilot", choices=("pilot", "none"))
+    parser.add_argument("--pilot-rows-per-coef", type=int, default=15)
     parser.add_argument("--out", type=Path, default=None, help="writes OUT.md")
     args = parser.parse_args(argv)
     rows = []
@@ -124,7 +145,9 @@ def main(argv: list[str]) -> int:
             "",
             f"make_varying_coefficients, 4 features, 3 groups; {args.n_train} "
             f"training rows, coverage on {args.n_test} new rows; "
-            f"interval_members={args.members} (Bayesian bootstrap of the whole fit); "
+            f"interval_members={args.members} (Bayesian bootstrap of the whole fit), "
+            f"IntervalSettings(bias={args.bias!r}, "
+            f"pilot_rows_per_coef={args.pilot_rows_per_coef}); "
             f"{args.seeds} seed(s) per family. Columns: see "
             "`benchmarks/_lib/intervals.py`.",
             "",
