@@ -20,6 +20,12 @@ deviance relative to ``graphglm_global``, the exact global GLM).
     python benchmarks/run.py                     # core + synthetic suites
     python benchmarks/run.py --quick             # smoke test, < 3 minutes
     python benchmarks/run.py --datasets diabetes synthetic --models graphglm glum
+    python benchmarks/run.py --models lightgbm_tuned ebm --ebm-budget 300
+    python benchmarks/run.py --merge A.json B.json --out C   # one table of runs
+
+The tuned peers (``lightgbm_tuned``: Optuna's TPE over LightGBM's parameters,
+scored by the 3-fold CV deviance; ``ebm``: interpret's Explainable Boosting
+Machine) run only when named with ``--models``: they cost minutes per dataset.
 """
 
 from __future__ import annotations
@@ -64,6 +70,8 @@ PACKAGES = (
     "scikit-learn",
     "glum",
     "lightgbm",
+    "optuna",
+    "interpret-core",
     "faiss-cpu",
     "contextualized-ml",
     "numpy",
@@ -114,7 +122,14 @@ def _dataset_task(name: str, seed: int, args) -> tuple:
     params = family_parameters(name)
     family = get_family(ds.family, **params)
     task = bench_models.Task(
-        ds.family, seed=seed, quick=args.quick, threads=args.threads, **params
+        ds.family,
+        seed=seed,
+        quick=args.quick,
+        threads=args.threads,
+        tuning_trials=args.tuning_trials,
+        tuning_folds=args.tuning_folds,
+        ebm_budget_s=args.ebm_budget,
+        **params,
     )
     return ds, family, task
 
@@ -336,6 +351,34 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="threads of torch, BLAS/OpenMP and LightGBM (default: the libraries' "
         "own; 1 with --quick)",
     )
+    parser.add_argument(
+        "--tuning-trials",
+        type=int,
+        default=30,
+        help="Optuna (TPE) trials of lightgbm_tuned",
+    )
+    parser.add_argument(
+        "--tuning-folds",
+        type=int,
+        default=3,
+        help="cross-validation folds of the training rows scoring each trial "
+        "of lightgbm_tuned",
+    )
+    parser.add_argument(
+        "--ebm-budget",
+        type=float,
+        default=600.0,
+        help="seconds after which an ebm fit stops and is reported n/a (default 600)",
+    )
+    parser.add_argument(
+        "--merge",
+        nargs="+",
+        type=Path,
+        default=None,
+        metavar="JSON",
+        help="fit nothing: report the records of earlier runs' <out>.json "
+        "files (other models on the same splits) as one table",
+    )
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG")
     parser.add_argument(
         "--no-warm-up",
@@ -348,6 +391,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"--repeats must be >= 1; got {args.repeats}.")
     if args.fit_repeats < 1:
         parser.error(f"--fit-repeats must be >= 1; got {args.fit_repeats}.")
+    if args.tuning_trials < 1:
+        parser.error(f"--tuning-trials must be >= 1; got {args.tuning_trials}.")
+    if args.tuning_folds < 2:
+        parser.error(f"--tuning-folds must be >= 2; got {args.tuning_folds}.")
+    if args.ebm_budget <= 0:
+        parser.error(f"--ebm-budget must be > 0; got {args.ebm_budget}.")
     if args.threads is not None and args.threads < 1:
         parser.error(f"--threads must be >= 1; got {args.threads}.")
     if args.quick and args.threads is None:
@@ -359,6 +408,68 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.out is None:
         args.out = RESULTS / ("quick" if args.quick else "suite")
     return args
+
+
+def fit_all(args) -> tuple[list[str], list[str], list[str], list[dict], dict]:
+    """Fit the run's models on its datasets: datasets, models, notes, records
+    and the machine's description."""
+    datasets, notes = resolve_datasets(args.datasets)
+    models, model_notes = select_models(args.models)
+    notes += model_notes
+    for note in notes:
+        print(note, flush=True)
+    records = []
+    with limit_threads(args.threads):
+        machine = machine_info()
+        if datasets and not args.no_warm_up:
+            warm_up(datasets[0], models, args)
+        for seed in range(args.repeats):
+            for name in datasets:
+                records += run_dataset(name, models, seed, args)
+    return datasets, models, notes, records, machine
+
+
+def merge_parts(paths: list[Path]) -> tuple:
+    """The records of earlier runs (``<out>.json`` files) as one run's.
+
+    Runs of different models on the same splits (same seeds) make one table:
+    for instance a slow peer run per dataset, beside the run of the others.
+    A (dataset, model, seed) in two parts is an error. The first part gives the
+    machine and the options; every part's command is kept in the notes.
+
+    Returns
+    -------
+    tuple
+        ``(datasets, models, notes, records, machine, options, wall_s)``, with
+        ``wall_s`` the sum of the parts' wall times.
+    """
+    datasets, models, notes, records, seen = [], [], [], [], set()
+    parts = [json.loads(Path(p).read_text()) for p in paths]
+    for path, part in zip(paths, parts, strict=True):
+        datasets += [d for d in part["datasets"] if d not in datasets]
+        models += [m for m in part["models"] if m not in models]
+        notes += part["notes"]
+        for r in part["records"]:
+            key = (r["dataset"], r["model"], r["seed"])
+            if key in seen:
+                raise SystemExit(f"{key} is in two of the merged parts ({path}).")
+            seen.add(key)
+            records.append(r)
+        notes.append(
+            f"records of {', '.join(part['models'])} on "
+            f"{', '.join(part['datasets'])} from `{part['command']}` "
+            f"({part['date']}, {part['wall_s']:.0f} s; {Path(path).name})"
+        )
+    wall_s = sum(p["wall_s"] for p in parts)
+    return (
+        datasets,
+        models,
+        notes,
+        records,
+        parts[0]["machine"],
+        parts[0]["options"],
+        wall_s,
+    )
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -378,39 +489,40 @@ def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     started = time.perf_counter()
     date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    datasets, notes = resolve_datasets(args.datasets)
-    models, model_notes = select_models(args.models)
-    notes += model_notes
-    for note in notes:
-        print(note, flush=True)
-    records = []
-    with limit_threads(args.threads):
-        machine = machine_info()
-        if datasets and not args.no_warm_up:
-            warm_up(datasets[0], models, args)
-        for seed in range(args.repeats):
-            for name in datasets:
-                records += run_dataset(name, models, seed, args)
+    if args.merge:
+        datasets, models, notes, records, machine, options, wall_s = merge_parts(
+            args.merge
+        )
+        descriptions = {}
+        for part in args.merge:
+            descriptions.update(json.loads(part.read_text())["model_descriptions"])
+    else:
+        datasets, models, notes, records, machine = fit_all(args)
+        options = {
+            k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()
+        }
+        descriptions = {
+            m: (all_models[m].__doc__ or "").strip().split("\n")[0] for m in models
+        }
+        wall_s = None
     summary = bench_report.summarise(records, datasets, models)
+    # The new peers get summary lines when they ran; glum and LightGBM always.
+    peers = ("glum", "lightgbm", *(m for m in bench_report.PEERS if m in models))
     report = {
         "title": "GraphGLM benchmark" + (" (quick)" if args.quick else ""),
         "command": shlex.join(["python", "benchmarks/run.py", *argv]),
         "date": date,
         "machine": machine,
-        "options": {
-            k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()
-        },
+        "options": options,
         "datasets": datasets,
         "models": models,
-        "model_descriptions": {
-            m: (all_models[m].__doc__ or "").strip().split("\n")[0] for m in models
-        },
+        "model_descriptions": descriptions,
         "notes": notes,
         "records": records,
         "summary": summary,
         "mean_ranks": bench_report.mean_ranks(summary, models),
-        "wins": bench_report.win_counts(summary, "graphglm", ("glum", "lightgbm")),
-        "wall_s": time.perf_counter() - started,
+        "wins": bench_report.win_counts(summary, "graphglm", peers),
+        "wall_s": time.perf_counter() - started if wall_s is None else wall_s,
     }
     markdown = bench_report.to_markdown(report)
     print()

@@ -187,3 +187,141 @@ def test_fit_repeats_record_the_median_seconds_of_one_repeated_fit(runner):
         runner._median_seconds(runs)
     failed = [{"status": "error", "note": "boom"}] * 2
     assert runner._median_seconds(failed) == failed[0]
+
+
+def _count_data(n: int = 240, seed: int = 0):
+    """Small Poisson counts with an exposure, a numeric and a category column."""
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    X = pd.DataFrame(
+        {
+            "a": rng.normal(size=n),
+            "b": rng.normal(size=n),
+            "c": pd.Categorical(rng.choice(list("xyz"), n)),
+        }
+    )
+    offset = np.log(rng.uniform(0.5, 2.0, n))
+    y = rng.poisson(np.exp(0.5 * X["a"].to_numpy() + offset)).astype(float)
+    return X, y, offset
+
+
+def test_tuned_lightgbm_runs_its_trials_and_scores_them_by_cv_deviance():
+    pytest.importorskip("lightgbm")
+    import numpy as np
+
+    from benchmarks._lib.models import Task
+    from benchmarks._lib.peers import LightGBMTunedModel
+
+    X, y, offset = _count_data()
+    task = Task("poisson", seed=1, threads=1, tuning_trials=4, tuning_folds=3)
+    model = LightGBMTunedModel(task).fit(X, y, offset)
+
+    assert len(model.study_.trials) == 4
+    assert 4 <= model.best_params_["num_leaves"] <= 256
+    # The best value is the family's CV deviance of the best parameters.
+    folds = model._folds(X, y, None)
+    again = model.cv_deviance(model.best_params_, X, y, offset, None, folds)
+    assert again == pytest.approx(model.study_.best_value, rel=1e-10)
+    # The refit takes the offset: twice the exposure, twice the mean.
+    mean = model.predict(X, offset)
+    assert np.all(mean > 0)
+    np.testing.assert_allclose(model.predict(X, offset + np.log(2.0)), 2 * mean)
+    assert model.note().startswith("4 trials, best CV deviance")
+
+
+def test_mean_deviance_weight_two_is_a_row_counted_twice():
+    import numpy as np
+
+    from autoglm_graph import get_family
+    from benchmarks._lib.suite import mean_deviance
+
+    family = get_family("poisson")
+    y, mu = np.array([0.0, 1.0, 4.0]), np.array([0.5, 1.5, 2.0])
+    weighted = mean_deviance(family, y, mu, sample_weight=np.array([1.0, 1.0, 2.0]))
+    twice = mean_deviance(family, np.append(y, 4.0), np.append(mu, 2.0))
+    assert weighted == pytest.approx(twice, rel=1e-12)
+    assert weighted != pytest.approx(mean_deviance(family, y, mu), rel=1e-3)
+
+
+def test_tuned_lightgbm_folds_keep_a_unit_in_one_fold():
+    pytest.importorskip("lightgbm")
+    import numpy as np
+
+    from benchmarks._lib.models import Task
+    from benchmarks._lib.peers import LightGBMTunedModel
+
+    X, y, _ = _count_data(n=90)
+    groups = np.repeat(np.arange(30), 3)
+    model = LightGBMTunedModel(Task("poisson", tuning_folds=3))
+    for train, test in model._folds(X, y, groups):
+        assert not set(groups[train]) & set(groups[test])
+
+
+@pytest.mark.timeout(300)
+def test_ebm_takes_the_offset_and_reports_its_time_budget_as_na():
+    pytest.importorskip("interpret")
+    import numpy as np
+
+    from benchmarks._lib.models import NotApplicable, Task
+    from benchmarks._lib.peers import EBMModel
+
+    X, y, offset = _count_data(n=150)
+    task = Task("poisson", seed=0, threads=1)
+    model = EBMModel(task).fit(X, y, offset)
+    assert model.estimator_.objective == "poisson_deviance"
+    mean = model.predict(X, offset)
+    assert np.all(mean > 0)
+    np.testing.assert_allclose(model.predict(X, offset + np.log(2.0)), 2 * mean)
+
+    tweedie = EBMModel(Task("tweedie", power=1.3))._estimator(None)
+    assert tweedie.objective == "tweedie_deviance:variance_power=1.3"
+    with pytest.raises(NotApplicable, match="time budget"):
+        EBMModel(Task("poisson", threads=1, ebm_budget_s=1e-3)).fit(X, y, offset)
+
+
+@pytest.mark.timeout(300)
+def test_peer_runs_merge_into_one_table_with_their_lines_and_costs(runner, tmp_path):
+    pytest.importorskip("lightgbm")
+    pytest.importorskip("interpret")
+    common = ["--quick", "--no-plot", "--no-warm-up", "--max-rows", "200"]
+    common += ["--datasets", "synthetic_poisson", "--tuning-trials", "2"]
+    fits, peers = tmp_path / "fits", tmp_path / "peers"
+    fitted = ["graphglm", "glum", "lightgbm"]
+    runner.main([*common, "--models", *fitted, "--out", str(fits)])
+    runner.main([*common, "--models", "lightgbm_tuned", "ebm", "--out", str(peers)])
+    merged = tmp_path / "merged"
+    paths = [str(fits.with_suffix(".json")), str(peers.with_suffix(".json"))]
+    report = runner.main(["--no-plot", "--out", str(merged), "--merge", *paths])
+
+    assert report["models"] == [*fitted, "lightgbm_tuned", "ebm"]
+    for record in report["records"]:
+        assert record["status"] == "ok", record
+    assert set(report["wins"]) == {"glum", "lightgbm", "lightgbm_tuned", "ebm"}
+    markdown = merged.with_suffix(".md").read_text()
+    assert "- graphglm vs lightgbm_tuned: lower test deviance on" in markdown
+    assert "- graphglm vs ebm: lower test deviance on" in markdown
+    columns = "| lightgbm_tuned fit s | ratio to lightgbm_tuned | ebm fit s |"
+    assert columns in markdown
+    assert "Median ratio to ebm **" in markdown
+    with pytest.raises(SystemExit, match="two of the merged parts"):
+        runner.main(["--no-plot", "--out", str(merged), "--merge", *paths, paths[1]])
+
+
+def test_win_counts_count_the_near_losses_within_the_tolerance():
+    from benchmarks._lib.report import win_counts
+
+    def stats(deviance):
+        return {"deviance": deviance, "rank": 1.0}
+
+    summary = {
+        name: {"models": {"a": stats(ours), "b": stats(theirs)}}
+        for name, ours, theirs in (
+            ("win", 1.0, 1.1),
+            ("near", 1.01, 1.0),
+            ("far", 1.1, 1.0),
+        )
+    }
+    w = win_counts(summary, "a", ("b",), tolerance=0.02)["b"]
+    assert (w["wins"], w["losses"], w["within"]) == (1, 2, ["win", "near"])

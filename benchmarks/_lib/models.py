@@ -86,6 +86,13 @@ class Task:
         Threads for LightGBM and GraphGLM (``n_jobs``); None: their
         defaults (all cores for LightGBM, one thread for GraphGLM). Torch and
         the BLAS/OpenMP pools of the other models are limited by the runner.
+    tuning_trials : int
+        Optuna trials of ``lightgbm_tuned``.
+    tuning_folds : int
+        Cross-validation folds scoring each trial of ``lightgbm_tuned``.
+    ebm_budget_s : float or None
+        Seconds after which an ``ebm`` fit stops and is reported n/a; None:
+        no limit.
     """
 
     family: str
@@ -94,6 +101,9 @@ class Task:
     seed: int = 0
     quick: bool = False
     threads: int | None = None
+    tuning_trials: int = 30
+    tuning_folds: int = 3
+    ebm_budget_s: float | None = None
 
     @property
     def is_classification(self) -> bool:
@@ -470,6 +480,20 @@ def lightgbm_gbm(task: Task):
     return LightGBMModel(task, n_estimators=100 if task.quick else 500)
 
 
+def lightgbm_tuned(task: Task):
+    """LightGBM tuned by Optuna (TPE, 30 trials, 3-fold CV deviance), refitted."""
+    from benchmarks._lib.peers import LightGBMTunedModel
+
+    return LightGBMTunedModel(task)
+
+
+def ebm(task: Task):
+    """interpret's EBM with its defaults and the family's objective."""
+    from benchmarks._lib.peers import EBMModel
+
+    return EBMModel(task)
+
+
 def mlp(task: Task):
     """scikit-learn MLP with early stopping.
 
@@ -515,12 +539,18 @@ MODELS: dict[str, Callable[[Task], object]] = {
 }
 """Model name -> factory ``Task -> adapter``."""
 
-EXTRA_MODELS: dict[str, Callable[[Task], object]] = {"graphglm_bf16": graphglm_bf16}
+EXTRA_MODELS: dict[str, Callable[[Task], object]] = {
+    "graphglm_bf16": graphglm_bf16,
+    "lightgbm_tuned": lightgbm_tuned,
+    "ebm": ebm,
+}
 """Models run only when named with ``--models`` (not in the default set)."""
 
 REQUIRES: dict[str, str] = {
     "glum": "glum",
     "lightgbm": "lightgbm",
+    "lightgbm_tuned": "lightgbm",
+    "ebm": "interpret",
     "contextualized": "contextualized",
 }
 """Model name -> importable module it needs (others: core dependencies only)."""

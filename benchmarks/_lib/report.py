@@ -12,17 +12,19 @@ METRICS = ("deviance", "d2", "log_loss", "accuracy", "fit_s", "predict_s")
 # Deviances are compared (ranks, wins) at the precision the table shows, so that
 # equal cells are ties: glum, scikit-learn and our global GLM agree to ~1e-6.
 SIGNIFICANT_DIGITS = 4
+# The opt-in peers (run.py --models) with columns in the fit-cost table.
+PEERS = ("lightgbm_tuned", "ebm")
 REFERENCE = "graphglm_global"
 # Plotted ratio range; points outside are drawn on its edge.
 PLOT_RANGE = (0.05, 4.0)
 METHOD_NOTES = """\
-All models but GraphGLM and LightGBM see the output of
+All models but GraphGLM, LightGBM (plain and tuned) and EBM see the output of
 `autoglm_graph.TabularPreprocessor` (standardised numeric columns, one-hot
-categories, imputation); GraphGLM does this itself, LightGBM reads the DataFrame
-with pandas categories. The GLMs share GraphGLM's L2 penalty (alpha = 1e-4 in
+categories, imputation); GraphGLM does this itself, LightGBM and EBM read the
+DataFrame with pandas categories. The GLMs share GraphGLM's L2 penalty (alpha = 1e-4 in
 scikit-learn's scaling). Models without an offset (scikit-learn's GLMs, MLP,
 k-NN) are fitted on `y / exposure` (GLMs with weight `exposure ** (2 - power)`)
-and predict `rate * exposure`; LightGBM takes the offset as `init_score`. The MLP
+and predict `rate * exposure`; LightGBM and EBM take the offset as `init_score`. The MLP
 and k-NN have no link: their predictions for log-link families are clipped to
 `>= 1e-6`, which the Tweedie and gamma deviances punish hard when `y > 0`. The
 null model of D² predicts the training mean (rate times exposure with an
@@ -113,14 +115,18 @@ def mean_ranks(summary: dict, models: list[str]) -> dict:
     return out
 
 
-def win_counts(summary: dict, model: str, others: tuple[str, ...]) -> dict:
+def win_counts(
+    summary: dict, model: str, others: tuple[str, ...], tolerance: float = 0.02
+) -> dict:
     """Datasets where ``model``'s mean test deviance is lower than each other's.
 
-    Only datasets on which both models were ranked count.
+    Only datasets on which both models were ranked count. ``within`` lists the
+    datasets where ``model``'s deviance is at most ``1 + tolerance`` times the
+    other's (the wins, the ties and the near losses).
     """
     out = {}
     for other in others:
-        won, lost, tied = [], [], []
+        won, lost, tied, within = [], [], [], []
         for name, d in summary.items():
             a, b = d["models"].get(model, {}), d["models"].get(other, {})
             if "rank" not in a or "rank" not in b:
@@ -132,6 +138,8 @@ def win_counts(summary: dict, model: str, others: tuple[str, ...]) -> dict:
                 lost.append(name)
             else:
                 tied.append(name)
+            if a["deviance"] <= (1.0 + tolerance) * b["deviance"]:
+                within.append(name)
         out[other] = {
             "wins": len(won),
             "losses": len(lost),
@@ -139,6 +147,8 @@ def win_counts(summary: dict, model: str, others: tuple[str, ...]) -> dict:
             "n": len(won) + len(lost) + len(tied),
             "won": won,
             "lost": lost,
+            "within": within,
+            "tolerance": tolerance,
         }
     return out
 
@@ -210,18 +220,30 @@ def win_lines(wins: dict) -> str:
         lines.append(
             f"- graphglm vs {other}: lower test deviance on **{w['wins']} of "
             f"{w['n']}** datasets ({w['losses']} losses, {w['ties']} ties)"
+            + _within(w)
             + (f"; won: {', '.join(w['won'])}" if w["won"] else "")
         )
     return "\n".join(lines)
 
 
-def fit_costs(summary: dict, model: str = "graphglm") -> dict:
+def _within(w: dict) -> str:
+    """ "within 2 % on k": the deviance at most (1 + tolerance) x the other's."""
+    if "within" not in w:  # a report written before the count existed
+        return ""
+    return f", within {w['tolerance']:.0%} on {len(w['within'])}"
+
+
+def fit_costs(
+    summary: dict, model: str = "graphglm", peers: tuple[str, ...] = ()
+) -> dict:
     """``model``'s fit seconds against LightGBM's and its own global GLM's.
 
     Per dataset where both ran: the ratio ``model`` fit / LightGBM fit (same
     process, same threads), and, where the fitted model is the global GLM,
     the fallback budget ``5 x global GLM fit + 1 s``. Also the median and the
-    maximum ratio.
+    maximum ratio. For each of ``peers`` that ran on the dataset, its fit
+    seconds and ``model``'s ratio to them (``<peer>_fit_s``, ``<peer>_ratio``),
+    and their medians in ``peer_median_ratios``.
     """
     rows = {}
     for name, d in summary.items():
@@ -237,17 +259,32 @@ def fit_costs(summary: dict, model: str = "graphglm") -> dict:
         }
         if row["global_only"] and "fit_s" in glm:
             row["fallback_budget_s"] = 5 * glm["fit_s"] + 1.0
+        for peer in peers:
+            other = d["models"].get(peer, {})
+            if "fit_s" in other:
+                row[f"{peer}_fit_s"] = other["fit_s"]
+                row[f"{peer}_ratio"] = ours["fit_s"] / other["fit_s"]
         rows[name] = row
     ratios = [r["ratio"] for r in rows.values()]
+    peer_ratios = {
+        peer: [r[f"{peer}_ratio"] for r in rows.values() if f"{peer}_ratio" in r]
+        for peer in peers
+    }
     return {
         "datasets": rows,
         "median_ratio": float(np.median(ratios)) if ratios else None,
         "max_ratio": float(np.max(ratios)) if ratios else None,
+        "peers": list(peers),
+        "peer_median_ratios": {
+            p: float(np.median(v)) if v else None for p, v in peer_ratios.items()
+        },
     }
 
 
 def cost_table(costs: dict) -> str:
-    """Markdown: fit seconds, the ratio to LightGBM, the fallback budget."""
+    """Markdown: fit seconds, the ratio to LightGBM, the fallback budget, and
+    the fit seconds of the peers and the ratio to them."""
+    peers = costs.get("peers", [])
     rows = []
     for name, r in costs["datasets"].items():
         budget = r.get("fallback_budget_s")
@@ -259,6 +296,14 @@ def cost_table(costs: dict) -> str:
                 _num(r["ratio"], ".1f"),
                 "yes" if r["global_only"] else "no",
                 "-" if budget is None else f"{_num(budget, '.2f')}",
+                *(
+                    cell
+                    for peer in peers
+                    for cell in (
+                        _num(r.get(f"{peer}_fit_s"), ".2f"),
+                        _num(r.get(f"{peer}_ratio"), ".2f"),
+                    )
+                ),
             ]
         )
     header = [
@@ -268,13 +313,20 @@ def cost_table(costs: dict) -> str:
         "ratio",
         "global GLM returned",
         "fallback budget s (5 x GLM + 1)",
+        *(h for peer in peers for h in (f"{peer} fit s", f"ratio to {peer}")),
     ]
     summary = (
         f"Median ratio **{_num(costs['median_ratio'], '.1f')}**, maximum "
         f"**{_num(costs['max_ratio'], '.1f')}** (GraphGLM fit / LightGBM fit, "
         "same process and threads)."
     )
-    return _table(header, rows, "lrrrlr") + "\n\n" + summary
+    for peer, median in costs.get("peer_median_ratios", {}).items():
+        summary += (
+            f" Median ratio to {peer} **{_num(median, '.2f')}** (GraphGLM fit "
+            f"/ {peer} fit)."
+        )
+    align = "lrrrlr" + "rr" * len(peers)
+    return _table(header, rows, align) + "\n\n" + summary
 
 
 def details_table(report: dict) -> str:
@@ -338,7 +390,8 @@ def to_markdown(report: dict) -> str:
         main_table(report),
         "",
     ]
-    costs = fit_costs(report["summary"])
+    peers = tuple(m for m in PEERS if m in report["models"])
+    costs = fit_costs(report["summary"], peers=peers)
     if costs["datasets"]:
         parts += ["## Fit cost", "", cost_table(costs), ""]
         repeats = report["options"].get("fit_repeats", 1)

@@ -72,7 +72,9 @@ def _clip_proba(proba: np.ndarray) -> np.ndarray:
     return np.clip(np.asarray(proba, dtype=np.float64), PROBA_CLIP, 1 - PROBA_CLIP)
 
 
-def mean_deviance(family, y: np.ndarray, mean: np.ndarray) -> float:
+def mean_deviance(
+    family, y: np.ndarray, mean: np.ndarray, sample_weight: np.ndarray | None = None
+) -> float:
     """Mean unit deviance of ``y`` under the predicted mean, with our family.
 
     Parameters
@@ -82,6 +84,8 @@ def mean_deviance(family, y: np.ndarray, mean: np.ndarray) -> float:
         Target; int class codes for binomial and multinomial.
     mean : ndarray of shape (n,) or (n, n_classes)
         Predicted mean, or class probabilities for classifiers.
+    sample_weight : ndarray of shape (n,) or None
+        Weights of the rows' deviances (None: the plain mean).
 
     Returns
     -------
@@ -96,7 +100,8 @@ def mean_deviance(family, y: np.ndarray, mean: np.ndarray) -> float:
     else:
         mu = torch.as_tensor(np.asarray(mean, dtype=np.float64))
         target = torch.as_tensor(y, dtype=torch.float64)
-    return float(family.deviance(target, family.link(mu)))
+    weight = None if sample_weight is None else torch.as_tensor(sample_weight)
+    return float(family.deviance(target, family.link(mu), weight))
 
 
 def null_mean(ds, n_classes: int | None) -> np.ndarray:
