@@ -379,6 +379,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="fit nothing: report the records of earlier runs' <out>.json "
         "files (other models on the same splits) as one table",
     )
+    parser.add_argument(
+        "--merge-models",
+        nargs="+",
+        default=None,
+        metavar="FILE=MODEL,...",
+        help="with --merge: take only these models from the part of that file "
+        "name (e.g. fits.json=lightgbm_tuned), the others' records coming from "
+        "a newer part",
+    )
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG")
     parser.add_argument(
         "--no-warm-up",
@@ -397,6 +406,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"--tuning-folds must be >= 2; got {args.tuning_folds}.")
     if args.ebm_budget <= 0:
         parser.error(f"--ebm-budget must be > 0; got {args.ebm_budget}.")
+    if args.merge_models is not None:
+        if not args.merge:
+            parser.error("--merge-models needs --merge.")
+        keep = {}
+        for item in args.merge_models:
+            name, sep, models = item.partition("=")
+            if not sep or not models:
+                parser.error(f"--merge-models takes FILE=MODEL,...; got {item!r}.")
+            keep[name] = models.split(",")
+        args.merge_models = keep
     if args.threads is not None and args.threads < 1:
         parser.error(f"--threads must be >= 1; got {args.threads}.")
     if args.quick and args.threads is None:
@@ -429,13 +448,16 @@ def fit_all(args) -> tuple[list[str], list[str], list[str], list[dict], dict]:
     return datasets, models, notes, records, machine
 
 
-def merge_parts(paths: list[Path]) -> tuple:
+def merge_parts(paths: list[Path], keep: dict[str, list[str]] | None = None) -> tuple:
     """The records of earlier runs (``<out>.json`` files) as one run's.
 
     Runs of different models on the same splits (same seeds) make one table:
     for instance a slow peer run per dataset, beside the run of the others.
     A (dataset, model, seed) in two parts is an error. The first part gives the
     machine and the options; every part's command is kept in the notes.
+    ``keep`` maps a part's file name to the models taken from it (all of its
+    models for a part not named): a newer run of some models then replaces
+    their records in an older part without refitting the others.
 
     Returns
     -------
@@ -446,10 +468,14 @@ def merge_parts(paths: list[Path]) -> tuple:
     datasets, models, notes, records, seen = [], [], [], [], set()
     parts = [json.loads(Path(p).read_text()) for p in paths]
     for path, part in zip(paths, parts, strict=True):
+        taken = (keep or {}).get(Path(path).name, part["models"])
+        part["models"] = [m for m in part["models"] if m in taken]
         datasets += [d for d in part["datasets"] if d not in datasets]
         models += [m for m in part["models"] if m not in models]
         notes += part["notes"]
         for r in part["records"]:
+            if r["model"] not in taken:
+                continue
             key = (r["dataset"], r["model"], r["seed"])
             if key in seen:
                 raise SystemExit(f"{key} is in two of the merged parts ({path}).")
@@ -491,7 +517,7 @@ def main(argv: list[str] | None = None) -> dict:
     date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     if args.merge:
         datasets, models, notes, records, machine, options, wall_s = merge_parts(
-            args.merge
+            args.merge, args.merge_models
         )
         descriptions = {}
         for part in args.merge:

@@ -307,6 +307,20 @@ def test_peer_runs_merge_into_one_table_with_their_lines_and_costs(runner, tmp_p
     assert "Median ratio to ebm **" in markdown
     with pytest.raises(SystemExit, match="two of the merged parts"):
         runner.main(["--no-plot", "--out", str(merged), "--merge", *paths, paths[1]])
+    # A newer run of one model replaces its records in an older part.
+    newer = tmp_path / "newer"
+    runner.main([*common, "--models", "lightgbm", "--out", str(newer)])
+    keep = f"{fits.with_suffix('.json').name}=graphglm,glum"
+    paths = [*paths, str(newer.with_suffix(".json"))]
+    report = runner.main(
+        ["--no-plot", "--out", str(merged), "--merge", *paths, "--merge-models", keep]
+    )
+    assert report["models"] == ["graphglm", "glum", "lightgbm_tuned", "ebm", "lightgbm"]
+    lightgbm = [r for r in report["records"] if r["model"] == "lightgbm"]
+    newer_record = json.loads(newer.with_suffix(".json").read_text())["records"]
+    assert lightgbm == newer_record
+    with pytest.raises(SystemExit):
+        runner.main(["--no-plot", "--out", str(merged), "--merge-models", keep])
 
 
 def test_win_counts_count_the_near_losses_within_the_tolerance():
