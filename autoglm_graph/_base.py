@@ -33,9 +33,9 @@ from ._glm import balance_glm, fit_global_glm, fit_negative_binomial
 from ._location_fit import _LocationMixin
 from ._persistence import _PersistenceMixin
 from ._reading import _ReadingMixin
-from ._splines import check_splines
+from ._splines import SPLINES_LOCAL, check_splines
 from ._terms import CATEGORICAL_CODINGS
-from ._terms_fit import _splines_of, _TermsMixin
+from ._terms_fit import _splines_local_of, _splines_of, _TermsMixin
 from ._threads import with_thread_limit
 from ._timing import PhaseTimes
 from ._validation import (
@@ -76,6 +76,7 @@ class _BaseGraphGLM(
         alpha: float = 1e-4,
         formula: str | None = None,
         splines: bool | list = False,
+        splines_local: str = "linear",
         fit_intercept: bool = True,
         categorical_coding: str = "treatment",
         base_levels: dict | None = None,
@@ -118,6 +119,7 @@ class _BaseGraphGLM(
         self.alpha = alpha
         self.formula = formula
         self.splines = splines
+        self.splines_local = splines_local
         self.fit_intercept = fit_intercept
         self.categorical_coding = categorical_coding
         self.base_levels = base_levels
@@ -188,6 +190,7 @@ class _BaseGraphGLM(
         check_option("categorical_coding", self.categorical_coding, CATEGORICAL_CODINGS)
         check_formula(self.formula)
         check_splines(_splines_of(self))
+        check_option("splines_local", _splines_local_of(self), SPLINES_LOCAL)
         if self.formula is not None and _splines_of(self) is not False:
             raise ValueError(
                 "The 'splines' parameter does not apply with a formula: write the "
@@ -681,14 +684,16 @@ class _BaseGraphGLM(
         )
 
     def _coefficient_map(self) -> CoefficientMap | None:
-        """The constraints ``global_terms`` and ``local_sign`` on the fitted
-        design (None without; an estimator saved before they existed too)."""
+        """The constraints ``global_terms``, ``local_sign`` and
+        ``splines_local="linear"`` on the fitted design (None without; an
+        estimator saved before they existed too)."""
         return coefficient_map(
             getattr(self, "global_terms", None),
             getattr(self, "local_sign", None),
             self.preprocessor_,
             self.global_glm_,
             getattr(self, "_terms", None),
+            hold_bases=_splines_local_of(self) == "linear",
         )
 
 

@@ -31,7 +31,17 @@ from sklearn.preprocessing import SplineTransformer
 
 from ._glm import _Objective, fit_global_glm
 
-__all__ = ["SplineDesign", "SplineTerm", "check_splines", "choose_penalty"]
+__all__ = [
+    "SPLINES_LOCAL",
+    "SplineDesign",
+    "SplineTerm",
+    "check_splines",
+    "choose_penalty",
+]
+
+#: The values of the estimators' ``splines_local``: the network varies each
+#: spline column's linear term only (its basis held global), or every term.
+SPLINES_LOCAL = ("linear", "all")
 
 
 def check_splines(splines) -> None:

@@ -157,3 +157,9 @@ class _TermsMixin:
 def _splines_of(estimator):
     """The ``splines`` parameter (False for an estimator pickled before it)."""
     return getattr(estimator, "splines", False)
+
+
+def _splines_local_of(estimator):
+    """The ``splines_local`` parameter ("all", the behaviour before it, for an
+    estimator pickled before it)."""
+    return getattr(estimator, "splines_local", "all")

@@ -127,7 +127,9 @@ def check_constraint_params(global_terms, local_sign) -> None:
             )
 
 
-def coefficient_map(global_terms, local_sign, preprocessor, glm, terms=None):
+def coefficient_map(
+    global_terms, local_sign, preprocessor, glm, terms=None, *, hold_bases=False
+):
     """The :class:`CoefficientMap` of the parameters on a fitted design.
 
     Parameters
@@ -141,6 +143,10 @@ def coefficient_map(global_terms, local_sign, preprocessor, glm, terms=None):
     terms : GLMTerms or None, default=None
         The design columns the global GLM reads (:mod:`autoglm_graph._terms`);
         None: all of them, with an intercept.
+    hold_bases : bool, default=False
+        Hold every spline column's basis global, as ``global_terms`` naming
+        the column holds it, but keep its linear term free (the estimators'
+        ``splines_local="linear"``). Nothing to hold without splines.
 
     Returns
     -------
@@ -154,10 +160,11 @@ def coefficient_map(global_terms, local_sign, preprocessor, glm, terms=None):
         ``"intercept"``; a sign on a term held global or on the intercept; a
         global coefficient (any output's) of the other sign than asked, or 0.
     """
-    if not global_terms and not local_sign:
+    hold_bases = hold_bases and terms is not None and terms.splines is not None
+    if not global_terms and not local_sign and not hold_bases:
         return None
     resolve = _TermResolver(preprocessor, terms)
-    held = set()
+    held = resolve.all_bases() if hold_bases else set()
     for name in global_terms or []:
         held |= resolve("global_terms", name)
     signs: dict[int, float] = {}
@@ -170,8 +177,9 @@ def coefficient_map(global_terms, local_sign, preprocessor, glm, terms=None):
                 )
             if position in held:
                 raise ValueError(
-                    "The 'local_sign' parameter names a term held global by "
-                    f"global_terms (its coefficient cannot vary); got {name!r} "
+                    "The 'local_sign' parameter names a term held global (by "
+                    "global_terms, or a spline basis by splines_local='linear'): "
+                    f"its coefficient cannot vary; got {name!r} "
                     f"(term {resolve.names[position]!r})."
                 )
             signs[position] = 1.0 if sign == "positive" else -1.0
@@ -264,6 +272,10 @@ class _TermResolver:
                 preprocessor.categorical_features_, blocks, strict=True
             )
         }
+
+    def all_bases(self) -> set:
+        """The positions of every spline column's basis (none without)."""
+        return set().union(*self.bases.values())
 
     def _from_formula(self, terms) -> None:
         """A formula's terms: its column names, then its terms' names

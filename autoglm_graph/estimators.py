@@ -59,12 +59,20 @@ _COMMON_PARAMS_DOC = """
         inf`` is the linear term); a list names the columns. One smoothing
         penalty, chosen by generalised cross-validation on the global GLM, is
         ``splines_penalty_``. The basis columns (``<column>_s1``, ...) are
-        terms like any other (``coef_``, ``coef_table``: standard errors of
-        the penalised fit, Bayesian; ``wald_test_terms``: a column's basis
-        jointly; the network varies them per row too); new rows beyond the
-        training range continue each shape linearly. ``plotting.plot_term``
-        draws a column's shape. Not with ``formula`` (write ``bs(...)``
-        there). See ``docs/decisions/splines.md``.
+        terms of the global GLM (``coef_``, ``coef_table``: standard errors
+        of the penalised fit, Bayesian; ``wald_test_terms``: a column's basis
+        jointly; which of them the network varies: ``splines_local``); new
+        rows beyond the training range continue each shape linearly.
+        ``plotting.plot_term`` draws a column's shape. Not with ``formula``
+        (write ``bs(...)`` there). See ``docs/decisions/splines.md``.
+    splines_local : {"linear", "all"}, default="linear"
+        Which spline terms the network varies per row. ``"linear"``: each
+        spline column's linear term (and the intercept and the other terms)
+        varies, its basis is held global, as ``global_terms`` holds a term
+        (``local_coef`` has no spread on ``<column>_s1``, ...): every row
+        shares the GAM's shape, tilted per row. ``"all"``: the basis varies
+        per row too. No effect without ``splines``. See
+        ``docs/decisions/splines.md`` for the measurement behind the default.
     fit_intercept : bool, default=True
         Whether the model has an intercept (scikit-learn's parameter). Without
         one the global GLM is scikit-learn's ``fit_intercept=False`` GLM on the
@@ -398,6 +406,7 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
         alpha: float = 1e-4,
         formula: str | None = None,
         splines: bool | list = False,
+        splines_local: str = "linear",
         fit_intercept: bool = True,
         categorical_coding: str = "treatment",
         base_levels: dict | None = None,
@@ -445,6 +454,7 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
             alpha=alpha,
             formula=formula,
             splines=splines,
+            splines_local=splines_local,
             fit_intercept=fit_intercept,
             categorical_coding=categorical_coding,
             base_levels=base_levels,

@@ -101,7 +101,7 @@ from ._io_checks import (
 )
 from ._prediction_index import PredictionIndex
 from ._saving import ESTIMATORS, register_estimator, save_model
-from ._splines import SplineDesign
+from ._splines import SPLINES_LOCAL, SplineDesign
 from ._terms import GLMTerms
 from ._validation import resolve_device
 from .constraints import check_constraint_params
@@ -539,6 +539,10 @@ def _params_from_json(cls, params) -> dict:
         elif key == "splines" and isinstance(value, list):
             if not all(isinstance(v, str) for v in value):
                 raise ModelFileError(f"splines must list names; got {value!r}.")
+        elif key == "splines_local" and value not in SPLINES_LOCAL:
+            raise ModelFileError(
+                f"splines_local must be one of {SPLINES_LOCAL!r}; got {value!r}."
+            )
         elif key == "location_columns" and isinstance(value, list):
             if not all(isinstance(v, (str, int)) for v in value):
                 raise ModelFileError(
@@ -557,6 +561,8 @@ def _params_from_json(cls, params) -> dict:
                 f"got {value!r}."
             )
         out[key] = value
+    if "splines_local" not in out and out.get("splines", False) is not False:
+        out["splines_local"] = "all"  # a file from before it: every term varied
     if isinstance(out.get("family"), str):
         get_family(out["family"])  # a registry lookup; unknown names raise
     if out.get("callbacks") is not None:

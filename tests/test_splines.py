@@ -6,6 +6,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import hashlib
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -159,3 +162,87 @@ def test_a_spline_column_held_global_holds_its_basis(data):
     ages = [c for c in local.columns if c == "age" or c.startswith("age_s")]
     assert len(ages) > 1
     assert np.ptp(local[ages].to_numpy(), axis=0).max() == 0.0
+
+
+# The network kept (no selection against the GLM), so that a free term varies.
+KEPT = dict(
+    family="poisson",
+    splines=["age"],
+    hidden_channels=16,
+    heads=2,
+    max_epochs=3,
+    early_stopping=False,
+    random_state=0,
+)
+
+
+def _spread(model, X, columns):
+    """Each column's range of per-row coefficients on ``X``."""
+    return np.ptp(model.local_coef(X)[columns].to_numpy(), axis=0)
+
+
+def _basis(model):
+    return [c for c in model.feature_names_out_ if c.startswith("age_s")]
+
+
+@pytest.fixture(scope="module")
+def basis_global(data):
+    X, y = data
+    return GraphGLMRegressor(**KEPT).fit(X, y)
+
+
+def test_by_default_the_network_varies_the_linear_part_only(data, basis_global):
+    X, _ = data
+    assert basis_global.splines_local == "linear"
+    basis = _basis(basis_global)
+    assert len(basis) > 1
+    assert _spread(basis_global, X, basis).max() <= 1e-12
+    assert _spread(basis_global, X, ["intercept", "age", "d"]).min() > 1e-6
+
+
+def test_splines_local_all_varies_the_basis(data):
+    X, y = data
+    model = GraphGLMRegressor(splines_local="all", **KEPT).fit(X, y)
+    assert _spread(model, X, _basis(model)).min() > 1e-6
+
+
+def test_global_terms_combine_with_the_basis_held(data):
+    X, y = data
+    model = GraphGLMRegressor(global_terms=["d"], **KEPT).fit(X, y)
+    assert _spread(model, X, [*_basis(model), "d"]).max() <= 1e-12
+    assert _spread(model, X, ["age"]).min() > 1e-6
+    with pytest.raises(ValueError, match="splines_local='linear'"):
+        GraphGLMRegressor(local_sign={"age_s1": "positive"}, **KEPT).fit(X, y)
+
+
+@pytest.mark.parametrize("splines_local", ["linear", "all"])
+def test_splines_local_save_load_round_trip(data, tmp_path, splines_local):
+    X, y = data
+    model = GraphGLMRegressor(splines_local=splines_local, **KEPT).fit(X, y)
+    model.save(tmp_path / "m")
+    loaded = load_model(tmp_path / "m")
+    assert loaded.get_params()["splines_local"] == splines_local
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+    pd.testing.assert_frame_equal(loaded.local_coef(X), model.local_coef(X))
+
+
+def test_a_file_from_before_splines_local_varies_every_term(basis_global, tmp_path):
+    basis_global.save(tmp_path / "m")
+    config = json.loads((tmp_path / "m" / "model.json").read_text())
+    del config["params"]["splines_local"]
+    (tmp_path / "m" / "model.json").write_text(json.dumps(config))
+    members = ("model.json", "tensors.safetensors", "preprocessor.skops")
+    (tmp_path / "m" / "checksums.sha256").write_text(
+        "".join(
+            f"{hashlib.sha256((tmp_path / 'm' / m).read_bytes()).hexdigest()}  {m}\n"
+            for m in members
+        )
+    )
+    assert load_model(tmp_path / "m").get_params()["splines_local"] == "all"
+
+
+@pytest.mark.parametrize("value", ["none", True, None, ["age"]])
+def test_bad_splines_local(data, value):
+    X, y = data
+    with pytest.raises(ValueError, match="'splines_local' parameter"):
+        GraphGLMRegressor(splines=True, splines_local=value).fit(X, y)
