@@ -102,6 +102,20 @@ def test_multinomial_and_offset_run():
     np.testing.assert_allclose(none["p_value"], zero["p_value"], atol=1e-12)
 
 
+def _record_designs(monkeypatch) -> list:
+    """The designs the test reads coefficients of, in order (a spy on the
+    predictor)."""
+    designs = []
+    original = Predictor.coefficients
+
+    def spy(self, d, offset=None):
+        designs.append(np.array(d))
+        return original(self, d, offset)
+
+    monkeypatch.setattr(Predictor, "coefficients", spy)
+    return designs
+
+
 def test_a_level_is_tested_on_rows_that_can_occur(monkeypatch):
     """A category's level: its rows move to another level, one level per row
     (never a row with no level or two), and the other rows do not move."""
@@ -127,14 +141,7 @@ def test_a_level_is_tested_on_rows_that_can_occur(monkeypatch):
     ).fit(X, y)
     block = model.preprocessor_.categorical_blocks()[0]
     design = model.predictor().design(X)
-    moved_designs = []
-    original = Predictor.coefficients
-
-    def spy(self, d, offset=None):
-        moved_designs.append(np.array(d))
-        return original(self, d, offset)
-
-    monkeypatch.setattr(Predictor, "coefficients", spy)
+    moved_designs = _record_designs(monkeypatch)
     table = heterogeneity_test(model, X, y)
     assert list(table.index) == ["intercept", "x", "c_a", "c_b", "c_c"]
     levels = [d for d in moved_designs if not np.array_equal(d, design)][1:]
@@ -229,14 +236,7 @@ def test_a_formula_level_moves_its_rows_in_X(monkeypatch):
         early_stopping=False,
     ).fit(X)
     design = model.predictor().design(X)
-    moved_designs = []
-    original = Predictor.coefficients
-
-    def spy(self, d, offset=None):
-        moved_designs.append(np.array(d))
-        return original(self, d, offset)
-
-    monkeypatch.setattr(Predictor, "coefficients", spy)
+    moved_designs = _record_designs(monkeypatch)
     table = heterogeneity_test(model, X)
     assert list(table.index) == ["intercept", "x", "C(c)[T.b]", "C(c)[T.c]"]
     assert np.isfinite(table["deviance_gain"]).all()
