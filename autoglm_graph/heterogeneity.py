@@ -25,7 +25,7 @@ row, fitted on the rows passed (one parameter: it favours the null model a
 little, which keeps the test conservative). A level of a categorical column
 (a one-hot column of the design) is tested on the rows at that level: they
 move to another level (the most frequent other one), plus one fitted shift;
-a row is never moved to no level or to two (``_made_global``). The
+a row is never moved to no level or to two (``_null_moves``). The
 intercept has no column to move; its row compares the model with its level
 deviation removed, centred the same way for every row (see
 :func:`_level_part`). Row by row::
