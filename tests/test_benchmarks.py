@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -339,3 +340,17 @@ def test_win_counts_count_the_near_losses_within_the_tolerance():
     }
     w = win_counts(summary, "a", ("b",), tolerance=0.02)["b"]
     assert (w["wins"], w["losses"], w["within"]) == (1, 2, ["win", "near"])
+
+
+@pytest.mark.parametrize(
+    "module",
+    sorted(
+        f"benchmarks._lib.{path.stem}"
+        for path in (Path(__file__).parents[1] / "benchmarks" / "_lib").glob("*.py")
+        if path.stem != "__init__"
+    ),
+)
+def test_every_benchmark_module_imports(module):
+    # The library's private helpers that a benchmark reads can move; an
+    # import error here names the benchmark before a smoke run does.
+    importlib.import_module(module)
