@@ -23,6 +23,7 @@ levels' of its column, the same linear predictor for a row with one level.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -188,6 +189,22 @@ class GLMTerms:
         out[..., self.network_positions(np.arange(1 + self.n_terms))] = theta
         return out
 
+    @cached_property
+    def _reduction(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(keep, bases, move)`` of :meth:`reduce`, derived once (it runs
+        at every training step): the positions of the GLM's terms and of the
+        varied bases among the network's, and each base's ``[1 + n_terms]``
+        row (+1 at the intercept, -1 at its column's other levels)."""
+        keep = self.network_positions(np.arange(1 + self.n_terms))
+        where = {int(c): i + 1 for i, c in enumerate(self.network_columns)}
+        term = {int(c): i + 1 for i, c in enumerate(self.columns)}
+        bases = np.array([where[b] for b, _ in self.varied_bases], dtype=np.intp)
+        move = np.zeros((len(bases), 1 + self.n_terms))
+        for i, (_, levels) in enumerate(self.varied_bases):
+            move[i, 0] = 1.0
+            move[i, [term[c] for c in levels]] = -1.0
+        return keep, bases, move
+
     def reduce(self, delta):
         """The network's deviations ``[..., 1 + n_network_terms]`` (a tensor
         or an array) -> the GLM's terms' ``[..., 1 + n_terms]``.
@@ -198,14 +215,7 @@ class GLMTerms:
         """
         if not self.varied_bases:
             return delta
-        keep = self.network_positions(np.arange(1 + self.n_terms))
-        where = {int(c): i + 1 for i, c in enumerate(self.network_columns)}
-        term = {int(c): i + 1 for i, c in enumerate(self.columns)}
-        bases = np.array([where[b] for b, _ in self.varied_bases], dtype=np.intp)
-        move = np.zeros((len(bases), 1 + self.n_terms))
-        for i, (_, levels) in enumerate(self.varied_bases):
-            move[i, 0] = 1.0
-            move[i, [term[c] for c in levels]] = -1.0
+        keep, bases, move = self._reduction
         if isinstance(delta, np.ndarray):
             return delta[..., keep] + delta[..., bases] @ move.astype(delta.dtype)
         device = delta.device
