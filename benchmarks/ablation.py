@@ -63,6 +63,7 @@ from benchmarks._lib.common import (
     write_record,
 )
 from benchmarks._lib.revisions import import_revision, make_suite_fit
+from benchmarks._lib.suite import ensemble_mean
 
 #: The suite's datasets on which the default fit keeps a network.
 DATASETS = (
@@ -124,8 +125,29 @@ def fit_once(
     params = dict(params)
     if model_seed is not None:
         params["random_state"] = model_seed
-    fit = make_suite_fit(package or autoglm_graph, name, 1, seed, **params)()
-    return {**fit, "deviance": float(f"{fit['deviance']:.5g}")}
+    make = make_suite_fit(package or autoglm_graph, name, 1, seed, **params)
+    fit = make()
+    return {
+        **fit,
+        "deviance": float(f"{fit['deviance']:.5g}"),
+        "family": make.family,
+        "test_deviance": make.test_deviance,
+    }
+
+
+def ensemble_row(name: str, seed: int, fits: dict[str, list[dict]]) -> dict:
+    """Per variant, the mean test deviance of one split's model seeds and the
+    test deviance of their ensemble: the model whose per-row coefficients
+    (linear predictors) are the average of the fits'."""
+    row = {"dataset": name, "seed": seed}
+    for label, runs in fits.items():
+        single = float(np.mean([r["deviance"] for r in runs]))
+        mean = ensemble_mean(runs[0]["family"], [r["mean"] for r in runs])
+        joint = runs[0]["test_deviance"](mean)
+        row[f"mean of {len(runs)} {label}"] = float(f"{single:.5g}")
+        row[f"ensemble {label}"] = float(f"{joint:.5g}")
+        row[f"ensemble change {label}"] = f"{joint / single - 1:+.2%}"
+    return row
 
 
 def summarise(rows: list[dict], values: list) -> list[str]:
@@ -249,14 +271,22 @@ def ablation(argv: list[str]) -> list[dict]:
         default=None,
         help="random_state values fitted on each split (default: the split's seed)",
     )
+    parser.add_argument(
+        "--ensemble",
+        action="store_true",
+        help="also score, per split and variant, the ensemble of the model "
+        "seeds' fits (their linear predictors averaged)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="write <out>.md")
     args = parser.parse_args(argv)
+    if args.ensemble and len(args.model_seeds or []) < 2:
+        parser.error("--ensemble needs at least two --model-seeds")
     torch.set_num_threads(1)
     with contextlib.ExitStack() as stack:
         compared = variants(args, stack)
         held = {k: parse_value(v) for k, v in (c.split("=", 1) for c in args.set)}
         compared = {k: ({**held, **p}, pkg) for k, (p, pkg) in compared.items()}
-        rows = compare(compared, args)
+        rows, ensembles = compare(compared, args)
     labels = list(compared)
     title = (
         "revisions"
@@ -275,18 +305,31 @@ def ablation(argv: list[str]) -> list[dict]:
             "",
             *summarise(rows, labels),
             *(["", to_markdown(per_dataset(rows, labels))] if args.model_seeds else []),
+            *(
+                [
+                    "",
+                    "Ensembles of the model seeds (linear predictors averaged):",
+                    "",
+                    to_markdown(ensembles),
+                ]
+                if ensembles
+                else []
+            ),
         ],
         args.out,
     )
     return rows
 
 
-def compare(compared: dict, args) -> list[dict]:
-    """One row per dataset, split and model seed: every variant's fit."""
+def compare(compared: dict, args) -> tuple[list[dict], list[dict]]:
+    """One row per dataset, split and model seed: every variant's fit; and,
+    with ``args.ensemble``, one row per dataset and split: the model seeds'
+    ensembles (:func:`ensemble_row`)."""
     first = next(iter(compared))
-    rows = []
+    rows, ensembles = [], []
     model_seeds = args.model_seeds or [None]
     for name in args.datasets:
+        split_fits: dict = {}
         for seed, model_seed in itertools.product(args.seeds, model_seeds):
             row = {"dataset": name, "seed": seed}
             if model_seed is not None:
@@ -307,7 +350,11 @@ def compare(compared: dict, args) -> list[dict]:
             )
             rows.append(row)
             print(json.dumps(row), flush=True)
-    return rows
+            for label, fit in fits.items():
+                split_fits.setdefault(seed, {}).setdefault(label, []).append(fit)
+        if args.ensemble:
+            ensembles += [ensemble_row(name, s, f) for s, f in split_fits.items()]
+    return rows, ensembles
 
 
 if __name__ == "__main__":

@@ -170,7 +170,15 @@ def make_suite_fit(package, name: str, threads: int, seed: int = 0, **params):
             "epochs": model.estimator.n_iter_,
             "kept": not model.estimator.is_global_only_,
             "deviance": scores["deviance"],
+            "mean": mean,
         }
+
+    def test_deviance(mean: np.ndarray) -> float:
+        """Test deviance of a prediction on this split (an ensemble's)."""
+        return score(family, ds, mean, n_classes)["deviance"]
+
+    fit.family = ds.family
+    fit.test_deviance = test_deviance
 
     return fit
 

@@ -104,6 +104,35 @@ def mean_deviance(
     return float(family.deviance(target, family.link(mu), weight))
 
 
+def ensemble_mean(family_name: str, means: list[np.ndarray]) -> np.ndarray:
+    """The prediction of the model whose linear predictor is the average of
+    the fits' linear predictors (their per-row coefficients averaged).
+
+    Parameters
+    ----------
+    family_name : str
+        Family of the fits; its link is identity (gaussian), log (the other
+        regression families) or logit/softmax (binomial, multinomial).
+    means : list of ndarray
+        Each fit's predicted mean, shape (n,), or class probabilities, shape
+        (n, n_classes), for binomial and multinomial.
+
+    Returns
+    -------
+    ndarray
+        Predicted mean, or class probabilities, of the averaged model.
+    """
+    stacked = np.stack([np.asarray(m, dtype=np.float64) for m in means])
+    if family_name in ("binomial", "multinomial"):
+        # Softmax of the mean logits: the normalised geometric mean.
+        logits = np.log(_clip_proba(stacked)).mean(axis=0)
+        proba = np.exp(logits - logits.max(axis=1, keepdims=True))
+        return proba / proba.sum(axis=1, keepdims=True)
+    if family_name == "gaussian":
+        return stacked.mean(axis=0)
+    return np.exp(np.log(stacked).mean(axis=0))
+
+
 def null_mean(ds, n_classes: int | None) -> np.ndarray:
     """Prediction of the intercept-only model fitted on the training part."""
     n_test = len(ds.y_test)
