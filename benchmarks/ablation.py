@@ -350,8 +350,9 @@ def compare(compared: dict, args) -> tuple[list[dict], list[dict]]:
             )
             rows.append(row)
             print(json.dumps(row), flush=True)
-            for label, fit in fits.items():
-                split_fits.setdefault(seed, {}).setdefault(label, []).append(fit)
+            if args.ensemble:  # keep the predictions only where they are used
+                for label, fit in fits.items():
+                    split_fits.setdefault(seed, {}).setdefault(label, []).append(fit)
         if args.ensemble:
             ensembles += [ensemble_row(name, s, f) for s, f in split_fits.items()]
     return rows, ensembles

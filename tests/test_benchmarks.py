@@ -7,6 +7,8 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
+
 import pytest
 
 DATASETS = ["diabetes", "synthetic_poisson"]
@@ -354,3 +356,14 @@ def test_every_benchmark_module_imports(module):
     # The library's private helpers that a benchmark reads can move; an
     # import error here names the benchmark before a smoke run does.
     importlib.import_module(module)
+
+
+def test_ensemble_mean_averages_the_linear_predictors():
+    suite = importlib.import_module("benchmarks._lib.suite")
+    a, b = np.array([1.0, 4.0]), np.array([4.0, 1.0])
+    np.testing.assert_allclose(suite.ensemble_mean("poisson", [a, b]), [2.0, 2.0])
+    np.testing.assert_allclose(suite.ensemble_mean("gaussian", [a, b]), [2.5, 2.5])
+    p = np.array([[0.2, 0.8], [0.5, 0.5]])
+    q = np.array([[0.8, 0.2], [0.5, 0.5]])
+    np.testing.assert_allclose(suite.ensemble_mean("binomial", [p, q]), 0.5)
+    np.testing.assert_allclose(suite.ensemble_mean("multinomial", [p, p]), p)
