@@ -198,3 +198,87 @@ def _check_no_infinity(values: np.ndarray, labels: list) -> None:
             f"Input X contains infinity in numeric column(s) {', '.join(names)}; "
             "replace infinite values with NaN (to be imputed) or finite numbers."
         )
+
+
+def _level_counts(values: pd.Series) -> pd.Series:
+    """Rows per level of a categorical column's non-missing values, the levels
+    as the encoder reads them (as strings: ``1`` and ``"1"`` are one level)."""
+    counts = values.dropna().astype(object).value_counts(sort=False)
+    if counts.empty:
+        return counts
+    return counts.groupby(counts.index.map(str)).sum()
+
+
+def _check_text_in_numbers(values: pd.Series, label: Any) -> None:
+    """Refuse a text column most of whose values are numbers, but not all.
+
+    Such a column is a numeric column with stray text (``"n/a"``, ``"?"``) or a
+    factor coded by numbers plus a few text codes; encoded as levels it would
+    become one indicator per distinct number. The user says which it is.
+    """
+    if not (
+        pd.api.types.is_object_dtype(values.dtype)
+        or pd.api.types.is_string_dtype(values.dtype)
+    ):
+        return
+    counts = _level_counts(values)
+    if counts.empty:
+        return
+    numbers = pd.to_numeric(pd.Series(counts.index), errors="coerce").to_numpy()
+    is_text = np.isnan(numbers)
+    text_rows = int(counts.to_numpy()[is_text].sum())
+    if not is_text.any() or 2 * text_rows >= int(counts.sum()):
+        return
+    text = counts[is_text].sort_values(ascending=False)
+    shown = ", ".join(f"{level!r} ({n} rows)" for level, n in text.head(5).items())
+    shown += f", ... ({len(text)} in all)" if len(text) > 5 else ""
+    raise ValueError(
+        f"Column {label!r} ({values.dtype}) holds numbers and text: "
+        f"{text_rows} of its {int(counts.sum())} non-missing values are not "
+        f"numbers: {shown}. If the text marks missing values, convert the "
+        f"column with X[{label!r}] = pandas.to_numeric(X[{label!r}], "
+        "errors='coerce') (they are then imputed as missing values); if the "
+        f"column is a factor, declare it one with X[{label!r}] = "
+        f"X[{label!r}].astype('category')."
+    )
+
+
+def _identifier_reason(values: pd.Series) -> str | None:
+    """Why a categorical column is an identifier, or None when it is not.
+
+    An identifier is a column more than half of whose rows hold a level seen
+    in no other row: one indicator per row, which no GLM can estimate (each
+    such coefficient fits its one row exactly) and which would make the
+    design as wide as it is long.
+    """
+    counts = _level_counts(values)
+    single = int((counts == 1).sum())
+    if 2 * single <= len(values):
+        return None
+    why = (
+        f"an identifier: {single} of its {len(values)} rows hold a level seen "
+        "in no other row"
+    )
+    numbers = pd.to_numeric(pd.Series(counts.index), errors="coerce")
+    if numbers.notna().all():
+        return (
+            f"numbers stored as text ({values.dtype}), {why}; convert it with "
+            "pandas.to_numeric to use it as a number"
+        )
+    return why
+
+
+def _missing_counts(X: Any, labels: list) -> dict:
+    """Missing values per column of ``X`` (a DataFrame or a float array),
+    for the columns that have any."""
+    if isinstance(X, pd.DataFrame):
+        counts = X.isna().sum().to_numpy()
+    else:
+        counts = np.isnan(np.asarray(X, dtype=np.float64)).sum(axis=0)
+    return {
+        label: int(n) for label, n in zip(labels, counts, strict=True) if n > 0
+    }
+
+
+def _describe_counts(counts: dict) -> str:
+    return ", ".join(f"{label!r} ({n} rows)" for label, n in counts.items())

@@ -23,22 +23,31 @@ from sklearn.feature_selection import VarianceThreshold
 from sklearn.impute import MissingIndicator, SimpleImputer
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import FunctionTransformer, OneHotEncoder, StandardScaler
-from sklearn.utils._param_validation import Interval, RealNotInt
+from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._preprocessing_checks import (
     _caller_stacklevel,
     _check_no_infinity,
+    _check_text_in_numbers,
     _check_variance_is_finite,
     _dense_scalar_columns,
+    _describe_counts,
     _drop_reason,
+    _identifier_reason,
+    _missing_counts,
     _not_numeric_error,
     _onehot_widths,
     _plain,
     _to_fitted_levels,
 )
 
-__all__ = ["DroppedColumnsWarning", "TabularPreprocessor", "UnseenCategoryWarning"]
+__all__ = [
+    "DroppedColumnsWarning",
+    "NewMissingValuesWarning",
+    "TabularPreprocessor",
+    "UnseenCategoryWarning",
+]
 
 MISSING_LEVEL = "missing"
 """Level given to missing values of categorical columns before one-hot encoding."""
@@ -52,6 +61,10 @@ class DroppedColumnsWarning(UserWarning):
 
 class UnseenCategoryWarning(UserWarning):
     """A categorical column holds a level at ``transform`` that ``fit`` never saw."""
+
+
+class NewMissingValuesWarning(UserWarning):
+    """A column has missing values at ``transform`` and had none in ``fit``."""
 
 
 def _as_object_with_nan(X: Any) -> np.ndarray:
@@ -101,29 +114,52 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
     - categorical columns (``object``, ``category``, ``bool``/``boolean`` and the
       pandas string dtypes, including pandas 3's default ``str``) get a constant
       ``"missing"`` level for missing values, are cast to ``str`` and one-hot
-      encoded, with rare levels grouped into one ``<column>_infrequent_sklearn``
-      feature.
+      encoded, one feature per level: every level is kept, as statsmodels, glum
+      and R keep them. Rare levels are grouped into one
+      ``<column>_infrequent_sklearn`` feature only when ``min_frequency`` or
+      ``max_categories`` asks for it (:meth:`infrequent_levels` lists them).
 
-    Features that are constant on the fit data are dropped at the end. NumPy
-    arrays and nested lists must be numeric; their columns are named ``"x0"``,
-    ``"x1"``, ... and treated as numeric.
+    Three kinds of column are not encoded as they come:
+
+    - a text column most of whose values are numbers, but not all (``"n/a"``
+      in a column of prices), is refused with a ``ValueError`` that names the
+      text values: convert it with :func:`pandas.to_numeric` (the text then
+      counts as missing) or declare it a factor with ``.astype("category")``;
+    - an *identifier*, a categorical column more than half of whose rows hold a
+      level seen in no other row, is dropped (see ``dropped_columns_``), with a
+      :class:`DroppedColumnsWarning`;
+    - features that are constant on the fit data are dropped at the end.
+
+    Missing values are imputed (``handle_missing="impute"``, the default) as
+    above, or refused (``"error"``). A column that had no missing value in
+    ``fit`` and has some at ``transform`` gets a
+    :class:`NewMissingValuesWarning`: there is no indicator for it, so the
+    imputed value is read as an observed one. NumPy arrays and nested lists
+    must be numeric; their columns are named ``"x0"``, ``"x1"``, ... and
+    treated as numeric.
 
     Parameters
     ----------
     scale_numeric : bool, default=True
         Standardise the imputed numeric columns to mean 0 and unit variance on the
         fit data. Missing-value indicators and one-hot columns stay 0/1.
-    min_frequency : int or float or None, default=0.01
-        Categories seen fewer times than this in ``fit`` are grouped into an
-        "infrequent" feature. An int is a count, a float in ``(0, 1)`` a fraction
-        of the number of rows. Passed to
+    min_frequency : int or float or None, default=None
+        None keeps every level. Otherwise categories seen fewer times than this
+        in ``fit`` are grouped into an "infrequent" feature: an int is a count,
+        a float in ``(0, 1)`` a fraction of the number of rows. Passed to
         :class:`~sklearn.preprocessing.OneHotEncoder`.
-    max_categories : int or None, default=50
-        Upper bound on the number of one-hot features per column, including the
-        infrequent feature. Passed to :class:`~sklearn.preprocessing.OneHotEncoder`.
+    max_categories : int or None, default=None
+        None keeps every level. Otherwise an upper bound on the number of
+        one-hot features per column, including the infrequent feature. Passed
+        to :class:`~sklearn.preprocessing.OneHotEncoder`.
     add_missing_indicator : bool, default=True
         Add a 0/1 ``missingindicator_<column>`` feature for every numeric column
         that had missing values in ``fit``.
+    handle_missing : {"impute", "error"}, default="impute"
+        ``"impute"``: a numeric column's missing values get its median in
+        ``fit`` (and the indicator above), a categorical column's the level
+        ``"missing"``. ``"error"``: missing values raise a ``ValueError`` that
+        names the columns, in ``fit`` and at ``transform``.
 
     Attributes
     ----------
@@ -137,7 +173,10 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
         Input columns treated as numeric (DataFrame column labels, or ``"x0"``,
         ``"x1"``, ... for arrays).
     categorical_features_ : list
-        Input columns treated as categorical (always empty for arrays).
+        Input columns treated as categorical (always empty for arrays);
+        identifiers are not among them.
+    missing_features_ : list
+        Input columns that had missing values in ``fit``.
     n_features_in_ : int
         Number of input columns seen in ``fit``.
     feature_names_in_ : ndarray of shape (n_features_in,)
@@ -147,9 +186,9 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
         Number of output columns, ``len(get_feature_names_out())``.
     dropped_columns_ : dict
         Input columns that produced no output feature, mapped to the reason:
-        constant, all values missing, or every level rarer than
-        ``min_frequency`` (an identifier, or numbers stored as text), where the
-        grouped "infrequent" feature is constant. Empty when nothing was
+        constant, all values missing, an identifier (see above), or every
+        level rarer than ``min_frequency``, where the grouped "infrequent"
+        feature is constant. Empty when nothing was
         dropped. ``fit`` warns (:class:`DroppedColumnsWarning`) about the
         columns that varied, which held information; constant and empty
         columns hold none and are dropped quietly.
@@ -203,20 +242,23 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
         ],
         "max_categories": [Interval(Integral, 1, None, closed="left"), None],
         "add_missing_indicator": ["boolean"],
+        "handle_missing": [StrOptions({"impute", "error"})],
     }
 
     def __init__(
         self,
         *,
         scale_numeric: bool = True,
-        min_frequency: float | int | None = 0.01,
-        max_categories: int | None = 50,
+        min_frequency: float | int | None = None,
+        max_categories: int | None = None,
         add_missing_indicator: bool = True,
+        handle_missing: str = "impute",
     ) -> None:
         self.scale_numeric = scale_numeric
         self.min_frequency = min_frequency
         self.max_categories = max_categories
         self.add_missing_indicator = add_missing_indicator
+        self.handle_missing = handle_missing
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any = None) -> TabularPreprocessor:
@@ -340,6 +382,34 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
             start += width
         return levels
 
+    def infrequent_levels(self) -> dict:
+        """The levels grouped into each column's "infrequent" feature.
+
+        Returns
+        -------
+        dict
+            Categorical input column -> list of its levels (as strings) that
+            share the ``<column>_infrequent_sklearn`` feature; only columns
+            with such a group (none unless ``min_frequency`` or
+            ``max_categories`` is set).
+        """
+        check_is_fitted(self)
+        columns = self.column_transformer_.named_steps["columns"]
+        if "categorical" not in columns.named_transformers_:
+            return {}
+        encoder = columns.named_transformers_["categorical"].named_steps["onehot"]
+        if encoder.min_frequency is None and encoder.max_categories is None:
+            return {}
+        return {
+            column: [str(level) for level in merged]
+            for column, merged in zip(
+                self.categorical_features_,
+                encoder.infrequent_categories_,
+                strict=True,
+            )
+            if merged is not None
+        }
+
     def transform(self, X: Any, *, dtype: Any = np.float32) -> np.ndarray:
         """Encode ``X`` with the fitted preprocessing.
 
@@ -385,6 +455,11 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
         names = self.column_transformer_.get_feature_names_out(input_features)
         return np.asarray(names, dtype=object)
 
+    def __setstate__(self, state: dict) -> None:
+        # Model files from before the parameter imputed missing values.
+        state.setdefault("handle_missing", "impute")
+        super().__setstate__(state)
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = True
@@ -395,6 +470,7 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
     # ------------------------------------------------------------------ helpers
 
     def _fit_transform(self, X: Any, dtype: Any = np.float32) -> np.ndarray:
+        self._identifiers = {}
         X = self._validate_input(X, reset=True)
         self.column_transformer_ = self._build_pipeline()
         try:
@@ -409,8 +485,11 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
         except ValueError:  # short names collide: numeric "a_b" vs level "b" of "a"
             columns.set_params(verbose_feature_names_out=True)
         self.n_features_out_ = len(self.get_feature_names_out())
-        self.dropped_columns_ = (
-            {} if self._no_columns else self._find_dropped_columns(X)
+        dropped = {} if self._no_columns else self._find_dropped_columns(X)
+        dropped.update(getattr(self, "_identifiers", {}))
+        order = {label: i for i, label in enumerate(getattr(self, "_columns", []))}
+        self.dropped_columns_ = dict(
+            sorted(dropped.items(), key=lambda item: order.get(item[0], -1))
         )
         self._warn_dropped_columns()
         return self._finalize(X_out, dtype)
@@ -565,10 +644,39 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
             _check_no_infinity(values, labels)
             if reset and self.scale_numeric:
                 _check_variance_is_finite(values, labels)
+        self._check_missing(X, self._columns, reset)
         if not reset:
             self._warn_unseen_levels(X)
             X = self._match_fitted_levels(X)
         return X
+
+    def _check_missing(self, X: Any, labels: list, reset: bool) -> None:
+        """Apply ``handle_missing``; in ``fit`` record the columns with missing
+        values (``missing_features_``), at ``transform`` warn about the others."""
+        counts = _missing_counts(X, labels)
+        if counts and getattr(self, "handle_missing", "impute") == "error":
+            raise ValueError(
+                f"Input X has missing values in column(s) {_describe_counts(counts)} "
+                f"and {type(self).__name__} was given handle_missing='error'; "
+                "impute or drop them first, or set handle_missing='impute'."
+            )
+        if reset:
+            self.missing_features_ = list(counts)
+            return
+        fitted = getattr(self, "missing_features_", None)  # older model files
+        new = {} if fitted is None else {
+            label: n for label, n in counts.items() if label not in fitted
+        }
+        if new:
+            warnings.warn(
+                f"Column(s) {_describe_counts(new)} have missing values, and had "
+                "none in fit: a numeric column gets the median of fit (without a "
+                "missing-value indicator, which fit did not make), a categorical "
+                "column the level 'missing', which fit did not see (encoded as "
+                "an unseen level). Impute them first to choose the values.",
+                NewMissingValuesWarning,
+                stacklevel=_caller_stacklevel(),
+            )
 
     def _validate_no_columns(self, X: Any, reset: bool) -> np.ndarray:
         """``X`` without columns (an intercept-only model): one constant
@@ -589,6 +697,7 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
             self._fitted_on_frame = False
             self._numeric_idx, self._categorical_idx = [0], []
             self.numeric_features_, self.categorical_features_ = [], []
+            self.missing_features_ = []
         return np.zeros((n_samples, 1))
 
     def _warn_unseen_levels(self, X: pd.DataFrame) -> None:
@@ -743,6 +852,9 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
         X = validate_data(
             self, X, dtype=np.float64, ensure_all_finite="allow-nan", reset=reset
         )
+        if not sp.issparse(X):
+            labels = [f"x{i}" for i in range(X.shape[1])]
+            self._check_missing(X, labels, reset)
         if reset:
             self._fitted_on_frame = False
             self._numeric_idx = list(range(X.shape[1]))
@@ -754,6 +866,8 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
         return X
 
     def _classify_columns(self, X: pd.DataFrame) -> None:
+        """Numeric and categorical columns; text columns of numbers with stray
+        text refused; identifiers set aside (dropped, with their reason)."""
         kinds = [_column_kind(dtype) for dtype in X.dtypes]
         unsupported = [
             f"{col!r} ({dtype})"
@@ -766,6 +880,14 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
                 f"string columns; got unsupported column(s) {', '.join(unsupported)}. "
                 "Convert them to numbers or strings first."
             )
+        self._identifiers = {}
+        for i, kind in enumerate(kinds):
+            if kind != "categorical":
+                continue
+            _check_text_in_numbers(X.iloc[:, i], X.columns[i])
+            reason = _identifier_reason(X.iloc[:, i])
+            if reason is not None:
+                kinds[i], self._identifiers[X.columns[i]] = "identifier", reason
         self._numeric_idx = [i for i, k in enumerate(kinds) if k == "numeric"]
         self._categorical_idx = [i for i, k in enumerate(kinds) if k == "categorical"]
         self.numeric_features_ = [X.columns[i] for i in self._numeric_idx]

@@ -12,7 +12,11 @@ import pytest
 from sklearn.base import clone
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from autoglm_graph.preprocessing import DroppedColumnsWarning, TabularPreprocessor
+from autoglm_graph.preprocessing import (
+    DroppedColumnsWarning,
+    NewMissingValuesWarning,
+    TabularPreprocessor,
+)
 
 NUMERIC = ["age", "income", "visits"]
 
@@ -79,7 +83,8 @@ def test_missing_indicator_only_for_columns_with_nan_in_fit(mixed_frame):
     # NaN at transform time in a column that had none in fit: imputed, no new column
     X_new = mixed_frame.head(5).copy()
     X_new.loc[0, "age"] = np.nan
-    out = pre.transform(X_new)
+    with pytest.warns(NewMissingValuesWarning, match="'age' \\(1 rows\\)"):
+        out = pre.transform(X_new)
     assert out.shape == (5, len(names))
     assert np.isfinite(out).all()
 
@@ -133,8 +138,22 @@ def test_nullable_pandas_dtypes():
 # --------------------------------------------------------- categorical columns
 
 
-def test_one_hot_and_rare_grouping(mixed_frame):
+def test_every_level_kept_by_default(mixed_frame):
+    """As statsmodels, glum and R: the rare level "island" (one row) is a level
+    of its own, nothing is grouped."""
     pre = TabularPreprocessor().fit(mixed_frame)
+    names = pre.get_feature_names_out().tolist()
+    assert "region_island" in names
+    assert not any("infrequent" in name for name in names)
+    assert pre.infrequent_levels() == {}
+    Xt = pre.transform(mixed_frame)
+    is_island = (mixed_frame["region"] == "island").to_numpy()
+    np.testing.assert_array_equal(Xt[:, names.index("region_island")], is_island)
+
+
+def test_one_hot_and_rare_grouping(mixed_frame):
+    pre = TabularPreprocessor(min_frequency=0.01).fit(mixed_frame)
+    assert pre.infrequent_levels() == {"region": ["island"]}
     names = pre.get_feature_names_out().tolist()
     region = [n for n in names if n.startswith("region_")]
     assert set(region) == {
@@ -163,13 +182,14 @@ def test_one_hot_and_rare_grouping(mixed_frame):
 
 
 def test_unseen_categories_and_nan_at_transform(mixed_frame):
-    pre = TabularPreprocessor().fit(mixed_frame)
+    pre = TabularPreprocessor(min_frequency=0.01).fit(mixed_frame)
     names = pre.get_feature_names_out().tolist()
     X_new = mixed_frame.head(3).copy()
     X_new["region"] = ["atlantis", np.nan, "north"]
     X_new["plan"] = pd.Categorical(["gold", None, "pro"])
     X_new.loc[1, ["age", "income", "visits"]] = np.nan
-    Xt = pre.transform(X_new)
+    with pytest.warns(NewMissingValuesWarning, match=r"'age' \(1 rows\), 'visits'"):
+        Xt = pre.transform(X_new)
     assert Xt.shape == (3, len(names))
     assert np.isfinite(Xt).all()
     # unseen region goes to the infrequent column; NaN to the "missing" level
@@ -368,6 +388,7 @@ def test_clone_and_get_params(mixed_frame):
     params = pre.get_params()
     assert params == {
         "add_missing_indicator": True,
+        "handle_missing": "impute",
         "max_categories": None,
         "min_frequency": 5,
         "scale_numeric": False,
@@ -441,7 +462,7 @@ def test_dropped_columns_have_reasons(mixed_frame):
     assert reasons["empty"] == "all values missing"
     assert reasons["price"].startswith("numbers stored as text")
     assert "pandas.to_numeric" in reasons["price"]
-    assert re.search(r"each of its 200 distinct values is rarer", reasons["user_id"])
+    assert re.search(r"an identifier: 200 of its 200 rows hold a level", reasons["user_id"])
     names = pre.get_feature_names_out()
     assert not any(n.startswith(tuple(reasons)) for n in names)
     # One warning, naming the columns that held information, pointing here.
@@ -657,3 +678,84 @@ def test_levels_without_grouping_are_one_block_each():
     pre = TabularPreprocessor(min_frequency=None, max_categories=None).fit(X)
     blocks = pre.categorical_blocks()
     assert len(blocks) == 1 and list(blocks[0]) == [1, 2, 3]
+
+
+# ------------------------------------------- text, identifiers, missing values
+
+
+def test_text_in_a_numeric_column_is_named_with_its_values(mixed_frame):
+    X = mixed_frame.assign(price=mixed_frame["age"].round(1).astype(str))
+    X.loc[[3, 8], "price"] = "n/a"
+    X.loc[5, "price"] = "?"
+    with pytest.raises(ValueError, match=r"'price' .* holds numbers and text") as info:
+        TabularPreprocessor().fit(X)
+    message = str(info.value)
+    assert "3 of its 200 non-missing values are not numbers" in message
+    assert "'n/a' (2 rows), '?' (1 rows)" in message
+    assert "pandas.to_numeric" in message and "astype('category')" in message
+    # Declared a factor, or mostly text (a label column): encoded as levels.
+    TabularPreprocessor().fit(X.assign(price=X["price"].astype("category")))
+    codes = pd.Series(["1", "2", "other", "other"] * 50, dtype=object)
+    pre = TabularPreprocessor().fit(mixed_frame.assign(code=codes))
+    assert "code_other" in pre.get_feature_names_out()
+
+
+def test_identifier_column_dropped_with_warning(mixed_frame):
+    ids = pd.Series([f"id{i}" for i in range(200)], dtype=object)
+    ids[:40] = "shared"  # 160 of 200 rows hold a level of their own
+    with pytest.warns(DroppedColumnsWarning, match="'user': an identifier: 160"):
+        pre = TabularPreprocessor().fit(mixed_frame.assign(user=ids))
+    assert "user" in pre.dropped_columns_ and "user" not in pre.categorical_features_
+    assert not any(n.startswith("user_") for n in pre.get_feature_names_out())
+    # Half the rows or fewer alone at their level: a factor, every level kept.
+    ids[:100] = "shared"
+    pre = TabularPreprocessor().fit(mixed_frame.assign(user=ids))
+    assert "user_id150" in pre.get_feature_names_out()
+
+
+@pytest.mark.parametrize("as_array", [False, True], ids=["frame", "array"])
+def test_handle_missing_error(mixed_frame, as_array):
+    X = mixed_frame[["age", "income"]] if not as_array else mixed_frame[
+        ["age", "income"]
+    ].to_numpy()
+    name = "x1" if as_array else "income"
+    n_missing = int(mixed_frame["income"].isna().sum())
+    pre = TabularPreprocessor(handle_missing="error")
+    with pytest.raises(ValueError, match=rf"'{name}' \({n_missing} rows\)"):
+        pre.fit(X)
+    complete = mixed_frame[["age", "visits"]]
+    pre.fit(complete.to_numpy() if as_array else complete)
+    new = complete.head(4).astype(float)
+    new.iloc[2, 1] = np.nan
+    with pytest.raises(ValueError, match="handle_missing='error'"):
+        pre.transform(new.to_numpy() if as_array else new)
+    with pytest.raises(ValueError, match="handle_missing"):
+        TabularPreprocessor(handle_missing="drop").fit(complete)
+
+
+def test_missing_at_transform_warned_once_per_call(mixed_frame):
+    pre = TabularPreprocessor().fit(mixed_frame)
+    assert pre.missing_features_ == ["income", "region", "plan"]
+    new = mixed_frame.head(6).copy()
+    new.loc[[0, 2], "age"] = np.nan
+    new["member"] = new["member"].astype(object)
+    new.loc[1, "member"] = None
+    new.loc[3, "income"] = np.nan  # had missing values in fit: no warning
+    with pytest.warns(NewMissingValuesWarning) as record:
+        pre.transform(new)
+    assert len(record) == 1
+    message = str(record[0].message)
+    assert "'age' (2 rows), 'member' (1 rows)" in message and "income" not in message
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pre.transform(mixed_frame.head(6))
+
+
+def test_preprocessor_pickled_before_handle_missing_loads(mixed_frame):
+    pre = TabularPreprocessor().fit(mixed_frame)
+    state = pre.__getstate__()
+    del state["handle_missing"], state["missing_features_"]
+    old = TabularPreprocessor.__new__(TabularPreprocessor)
+    old.__setstate__(state)
+    assert old.get_params()["handle_missing"] == "impute"
+    np.testing.assert_array_equal(old.transform(mixed_frame), pre.transform(mixed_frame))
