@@ -80,6 +80,9 @@ class _BaseGraphGLM(
         fit_intercept: bool = True,
         categorical_coding: str = "treatment",
         base_levels: dict | None = None,
+        min_frequency: float | int | None = None,
+        max_categories: int | None = None,
+        handle_missing: str = "impute",
         n_neighbors: int = 16,
         threshold: float = 0.0,
         graph_space: str = "embedding",
@@ -123,6 +126,9 @@ class _BaseGraphGLM(
         self.fit_intercept = fit_intercept
         self.categorical_coding = categorical_coding
         self.base_levels = base_levels
+        self.min_frequency = min_frequency
+        self.max_categories = max_categories
+        self.handle_missing = handle_missing
         self.n_neighbors = n_neighbors
         self.threshold = threshold
         self.graph_space = graph_space
@@ -188,6 +194,8 @@ class _BaseGraphGLM(
         check_number("alpha", self.alpha, low=0)
         check_option("fit_intercept", self.fit_intercept, (True, False))
         check_option("categorical_coding", self.categorical_coding, CATEGORICAL_CODINGS)
+        _check_rare_levels(self.min_frequency, self.max_categories)
+        check_option("handle_missing", self.handle_missing, ("impute", "error"))
         check_formula(self.formula)
         check_splines(_splines_of(self))
         check_option("splines_local", _splines_local_of(self), SPLINES_LOCAL)
@@ -358,7 +366,11 @@ class _BaseGraphGLM(
             family.check_y(y_model)
             family.check_offset(offset)
             self.family_ = family
-            self.preprocessor_ = TabularPreprocessor()
+            self.preprocessor_ = TabularPreprocessor(
+                min_frequency=self.min_frequency,
+                max_categories=self.max_categories,
+                handle_missing=self.handle_missing,
+            )
             # float64: the GLM is solved to a gradient tolerance on it (the
             # network takes a float32 copy).
             design = self.preprocessor_.fit_transform(X, dtype=np.float64)
@@ -714,6 +726,24 @@ def _check_location_columns(columns) -> None:
             "The 'location_columns' parameter must list at least one column "
             f"name or index; got {columns!r}."
         )
+
+
+def _check_rare_levels(min_frequency, max_categories) -> None:
+    """``min_frequency`` and ``max_categories`` as the preprocessor takes them."""
+    if min_frequency is not None:
+        is_count = isinstance(min_frequency, (int, np.integer)) and min_frequency >= 1
+        is_share = isinstance(min_frequency, (float, np.floating)) and (
+            0 < min_frequency < 1
+        )
+        if isinstance(min_frequency, bool) or not (is_count or is_share):
+            raise ValueError(
+                "The 'min_frequency' parameter must be None (keep every level), "
+                "an int >= 1 (a count of rows) or a float in (0, 1) (a share of "
+                f"rows); got min_frequency={min_frequency!r}."
+            )
+    check_number(
+        "max_categories", max_categories, integer=True, low=1, allow_none=True
+    )
 
 
 def _group_codes(groups, n_samples: int) -> np.ndarray | None:

@@ -14,7 +14,7 @@ from ._base import _BaseGraphGLM
 from ._saving import register_estimator
 from ._validation import check_option
 from .families import Family, NegativeBinomialFamily, get_family
-from .intervals import IntervalSettings, estimate_interval_bias, fit_interval_members
+from .intervals import IntervalSettings, fit_intervals
 from .policy import FitPolicy
 
 __all__ = [
@@ -100,6 +100,26 @@ _COMMON_PARAMS_DOC = """
         Categorical column -> its base level under treatment coding. A column
         not named gets the level with the largest total sample weight (ties:
         the first in sorted order); the choices are in ``base_levels_``.
+    min_frequency : int, float or None, default=None
+        None keeps every level of every categorical column, as statsmodels,
+        glum and R do: a ``DataFrame`` gives the same GLM as the formula
+        ``C(column)``. Set it to group rare levels: levels seen in fewer rows
+        than this (an int; a float in ``(0, 1)`` is a share of the rows) share
+        one ``<column>_infrequent_sklearn`` term; ``factor_table`` lists its
+        members, ``preprocessor_.infrequent_levels()`` too. Levels unseen in
+        ``fit`` then join that group.
+    max_categories : int or None, default=None
+        None keeps every level; an int caps the terms per categorical column
+        (the rarest levels grouped as with ``min_frequency``).
+    handle_missing : {"impute", "error"}, default="impute"
+        Missing values in ``X``. ``"impute"``: a numeric column's get its
+        median in ``fit`` plus a 0/1 ``missingindicator_<column>`` term, a
+        categorical column's the level ``"missing"``; a column with no missing
+        value in ``fit`` that has some at predict warns
+        (``NewMissingValuesWarning``). ``"error"``: missing values raise a
+        ``ValueError`` naming the columns, in ``fit`` and at predict. See
+        :class:`~autoglm_graph.TabularPreprocessor` for what else the
+        preprocessing does (text in numeric columns, identifiers).
     n_neighbors : int, default=16
         Neighbours (training rows) per row in the similarity graph.
     threshold : float, default=0.0
@@ -194,7 +214,10 @@ _COMMON_PARAMS_DOC = """
         ``1 + interval_members`` fits, ``local_coef`` with ``interval`` as
         many. The members' spread measures the refits' variability, not the
         bias of the smoothing; ``interval_settings`` adds an estimate of it
-        (:mod:`autoglm_graph.intervals`).
+        (:mod:`autoglm_graph.intervals`). A fitted model that is the global
+        GLM (``is_global_only_``) fits no members: its intervals are the
+        GLM's own Wald intervals, ``coef_table``'s bounds on every row, from
+        its covariance kept at fit (``interval_cov_``).
     interval_settings : IntervalSettings or None, default=None
         How the members become bounds (None: the defaults,
         ``IntervalSettings(bias="pilot")``): each term's interval is widened
@@ -298,12 +321,17 @@ _COMMON_ATTRIBUTES_DOC = """
     network_ : GraphGLMNet or None
         The trained network (None when the model is the global GLM).
     interval_members_ : list of estimators
-        The bootstrap members of ``interval_members`` (empty for 0), read by
-        ``local_coef(X, interval=...)``.
+        The bootstrap members of ``interval_members`` (empty for 0 and for a
+        model that is the global GLM), read by ``local_coef(X, interval=...)``.
     interval_bias_ : ndarray of shape (n_terms,) or None
         Each ``local_coef`` column's estimated root mean squared bias, which
         widens its intervals; None without members, with
         ``IntervalSettings(bias="none")`` or for the multinomial family.
+    interval_cov_ : ndarray of shape (n_terms, n_terms) or None
+        For a model that is the global GLM fitted with ``interval_members >=
+        2``: the GLM's covariance of ``local_coef``'s columns on the training
+        data (``coef_table``'s, Fisher), from which ``local_coef(X,
+        interval=...)`` gives its Wald intervals; else None.
     is_global_only_ : bool
         True when the fitted model is exactly the global GLM (no network and
         no location effect).
@@ -314,7 +342,9 @@ _COMMON_ATTRIBUTES_DOC = """
         Wall seconds of the last ``fit`` by phase: ``preprocessing``,
         ``global_glm``, ``graphs`` (the training loop's neighbour searches),
         ``steps`` (optimiser steps), ``validation``, ``prediction_index``,
-        ``balance``, ``other``, and their ``total``. On CUDA each phase ends
+        ``balance``, ``interval_members`` (the bootstrap members' fits),
+        ``interval_bias`` (the intervals' bias estimate, or a global GLM's
+        covariance), ``other``, and their ``total``. On CUDA each phase ends
         with a synchronisation, so its kernels count in it.
     best_epoch_ : int
         The epoch whose weights were kept (when a network is used).
@@ -410,6 +440,9 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
         fit_intercept: bool = True,
         categorical_coding: str = "treatment",
         base_levels: dict | None = None,
+        min_frequency: float | int | None = None,
+        max_categories: int | None = None,
+        handle_missing: str = "impute",
         n_neighbors: int = 16,
         threshold: float = 0.0,
         graph_space: str = "embedding",
@@ -458,6 +491,9 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
             fit_intercept=fit_intercept,
             categorical_coding=categorical_coding,
             base_levels=base_levels,
+            min_frequency=min_frequency,
+            max_categories=max_categories,
+            handle_missing=handle_missing,
             n_neighbors=n_neighbors,
             threshold=threshold,
             graph_space=graph_space,
@@ -570,10 +606,7 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
         self
         """
         self._fit(X, y, sample_weight, offset, groups)
-        self.interval_members_ = fit_interval_members(
-            self, X, y, sample_weight, offset, groups
-        )
-        self.interval_bias_ = estimate_interval_bias(self, X, y, sample_weight, offset)
+        fit_intervals(self, X, y, sample_weight, offset, groups)
         return self
 
     def predict(self, X, offset=None) -> np.ndarray:
@@ -731,10 +764,7 @@ class GraphGLMClassifier(ClassifierMixin, _BaseGraphGLM):
         self
         """
         self._fit(X, y, sample_weight, offset, groups)
-        self.interval_members_ = fit_interval_members(
-            self, X, y, sample_weight, offset, groups
-        )
-        self.interval_bias_ = estimate_interval_bias(self, X, y, sample_weight, offset)
+        fit_intervals(self, X, y, sample_weight, offset, groups)
         return self
 
     def predict_proba(self, X, offset=None) -> np.ndarray:

@@ -364,6 +364,10 @@ def _build(config: dict, tensors: dict[str, torch.Tensor], preprocessor):
     if interval_bias is not None:
         n_names = len(fitted["feature_names_out_"])
         interval_bias = _interval_bias(interval_bias, n_names)
+    interval_cov = fitted.get("interval_cov_")
+    if interval_cov is not None:
+        n_coef = len(fitted["feature_names_out_"]) + int(model.fit_intercept)
+        interval_cov = _interval_cov(interval_cov, glm.coef.shape[0] * n_coef)
     train_index = (
         _labels_from_json(fitted["train_index"], tensors, "train_index")
         if "train_index" in fitted
@@ -393,6 +397,7 @@ def _build(config: dict, tensors: dict[str, torch.Tensor], preprocessor):
         )
     model._restore(glm, train_index, network)
     model.interval_bias_ = interval_bias
+    model.interval_cov_ = interval_cov
     return model
 
 
@@ -563,6 +568,8 @@ def _params_from_json(cls, params) -> dict:
         out[key] = value
     if "splines_local" not in out and out.get("splines", False) is not False:
         out["splines_local"] = "all"  # a file from before it: every term varied
+    if "min_frequency" not in out:  # a file from before it grouped rare levels
+        out.update(min_frequency=0.01, max_categories=50)
     if isinstance(out.get("family"), str):
         get_family(out["family"])  # a registry lookup; unknown names raise
     if out.get("callbacks") is not None:
@@ -646,6 +653,24 @@ def _interval_bias(value, n_names: int) -> np.ndarray:
         raise ModelFileError(
             "interval_bias_ must list one finite value >= 0 per coefficient; "
             f"got {value!r}."
+        )
+    return array
+
+
+def _interval_cov(value, n_coef: int) -> np.ndarray:
+    """The saved ``interval_cov_``: a finite ``n_coef x n_coef`` matrix."""
+    ok = isinstance(value, list) and len(value) == n_coef
+    ok = ok and all(isinstance(row, list) and len(row) == n_coef for row in value)
+    ok = ok and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool)
+        for row in value
+        for v in row
+    )
+    array = np.asarray(value, dtype=np.float64) if ok else None
+    if array is None or not np.isfinite(array).all():
+        raise ModelFileError(
+            f"interval_cov_ must be a {n_coef} x {n_coef} list of finite numbers "
+            "(one row and column per coefficient of local_coef)."
         )
     return array
 

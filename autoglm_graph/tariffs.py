@@ -59,7 +59,10 @@ def factor_table(
         Columns ``term`` (as in ``feature_names_out_``, and ``"intercept"``),
         ``column`` (the input column), ``level`` (a categorical term's level;
         empty for the intercept and numeric terms, whose relativity is per
-        unit), ``coef`` and ``std_err`` (the global GLM's, user units),
+        unit), ``members`` (for the level ``infrequent_sklearn`` that
+        ``min_frequency`` or ``max_categories`` made, the levels it groups,
+        comma-separated; empty for every other row), ``coef`` and
+        ``std_err`` (the global GLM's, user units),
         ``relativity`` (``exp(coef)``), ``relativity_std_err`` (delta
         method), ``relativity_ci_lower``/``_upper``, ``rows``, ``weight``,
         ``exposure`` (with an offset under the log link only), and
@@ -82,12 +85,17 @@ def factor_table(
     )
     local = estimator.local_coef(X, offset)
     rows = _level_rows(estimator, X)
+    merged = {
+        (str(column), "infrequent_sklearn"): ", ".join(levels)
+        for column, levels in estimator.preprocessor_.infrequent_levels().items()
+    }
     n = local.shape[0]
     weight = np.ones(n) if sample_weight is None else np.asarray(sample_weight, float)
     offset = check_offset(offset, n)
     out = []
     for term, column, level, mask in rows:
         entry = {"term": term, "column": column, "level": level}
+        entry["members"] = merged.get((column, level), "")
         if term in table.index:
             entry.update(table.loc[term].to_dict())
             coef = local[term].to_numpy()[mask]

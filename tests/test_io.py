@@ -817,3 +817,17 @@ def test_estimators_are_registered_for_loading():
         "GraphGLMRegressor": GraphGLMRegressor,
         "GraphGLMClassifier": GraphGLMClassifier,
     }
+
+
+def test_file_from_before_min_frequency_reads_its_grouping(saved):
+    """A file saved before ``min_frequency`` existed grouped levels under 1 %
+    and capped 50 per column: its loaded parameters say so."""
+
+    def forget(config):
+        for key in ("min_frequency", "max_categories", "handle_missing"):
+            config["params"].pop(key)
+
+    _edit_json(saved, forget)
+    params = load(saved).get_params()
+    assert (params["min_frequency"], params["max_categories"]) == (0.01, 50)
+    assert params["handle_missing"] == "impute"
