@@ -14,6 +14,13 @@ Examples
         --formula "n_claims ~ age + C(region)" --out model/
     autoglm-graph datasets
 
+Integer columns are slopes unless named in ``--categorical``. ``fit`` and
+``search`` name on stderr, in one note, the integer columns with 3 to
+``--max-code-levels`` (100) distinct values that they read as slopes (a
+``state`` coded 1-46, a ``year``), with the ``--categorical`` that makes them
+levels; ``--auto-categorical`` reads them all as levels. With ``--formula``
+the formula says how each column enters (``C(state)``) and nothing is said.
+
 Also runnable as ``python -m autoglm_graph``. User errors (a missing file, an
 unknown column, a bad family or target) print one line
 ``autoglm-graph: error: ...`` and exit with status 1; ``--debug`` shows the
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import shlex
 import sys
 import tempfile
 import time
@@ -209,6 +217,7 @@ def _split_columns(data: pd.DataFrame, args: argparse.Namespace):
     for name in args.categorical:
         if name in X.columns:
             X[name] = _as_labels(X[name])
+    X = _integer_codes(X, args)
     if X.shape[1] == 0:
         raise ValueError(f"{args.data} has no feature columns besides {used}.")
     fit_kwargs = {}
@@ -232,6 +241,61 @@ def _as_labels(column: pd.Series) -> pd.Series:
         values = values.astype("Int64")
     labels = values.astype(object).map(str)
     return labels.where(column.notna(), other=float("nan")).astype(object)
+
+
+def _integer_code_columns(X: pd.DataFrame, max_levels: int) -> dict[str, int]:
+    """The numeric columns of ``X`` that look like integer codes, with their
+    numbers of distinct values: whole numbers (integer dtype, or floats that
+    are whole where present) with 3 to ``max_levels`` distinct values. Two
+    values are left out: a 0/1 column fits the same GLM as a slope or as a
+    level."""
+    import pandas as pd
+
+    found = {}
+    for name in X.columns:
+        column = X[name]
+        if not _is_number_column(column):
+            continue
+        values = column.dropna()
+        whole = pd.api.types.is_integer_dtype(column.dtype) or bool(
+            (values % 1 == 0).all()
+        )
+        n_values = int(values.nunique()) if whole else 0
+        if 3 <= n_values <= max_levels:
+            found[name] = n_values
+    return found
+
+
+def _integer_codes(X: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
+    """Say on stderr which integer columns are read as slopes (see
+    :func:`_integer_code_columns`); with ``--auto-categorical`` read them as
+    levels instead. A formula says itself how each column enters
+    (``C(state)``), so with one nothing is said."""
+    if _formula(args) is not None:
+        if args.auto_categorical:
+            raise ValueError(
+                "--auto-categorical does not combine with --formula: the "
+                "formula says how each column enters; write C(state) there to "
+                "read a column as levels."
+            )
+        return X
+    codes = _integer_code_columns(X, args.max_code_levels)
+    if not codes:
+        return X
+    shown = ", ".join(f"{name} ({n} values)" for name, n in list(codes.items())[:10])
+    shown += f", ... ({len(codes)} columns)" if len(codes) > 10 else ""
+    if args.auto_categorical:
+        for name in codes:
+            X[name] = _as_labels(X[name])
+        _status(f"note: integer columns read as levels (--auto-categorical): {shown}.")
+        return X
+    names = " ".join(shlex.quote(str(name)) for name in codes)
+    _status(
+        f"note: integer columns read as numeric slopes: {shown}; if they are "
+        f"codes, read them as levels with --categorical {names} (or "
+        "--auto-categorical)."
+    )
+    return X
 
 
 def _numeric(column: pd.Series, option: str) -> np.ndarray:
@@ -558,6 +622,20 @@ def _add_fit_arguments(parser: argparse.ArgumentParser) -> None:
         "district 1-4 (otherwise a slope)",
     )
     parser.add_argument(
+        "--max-code-levels",
+        type=_non_negative_int,
+        default=100,
+        metavar="N",
+        help="integer columns with 3 to N distinct values (a state or a year "
+        "code, say) read as slopes are named in a note on stderr; 0: no note "
+        "(default: 100)",
+    )
+    parser.add_argument(
+        "--auto-categorical",
+        action="store_true",
+        help="read those integer columns as levels, as if named in --categorical",
+    )
+    parser.add_argument(
         "--formula",
         help="the global GLM's terms as a formula, e.g. 'n_claims ~ age + "
         "C(region)' (the left side, if any, names the target)",
@@ -579,6 +657,16 @@ def _add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", required=True, help="where to save the model: a directory or .zip"
     )
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an int >= 0; got {text!r}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:

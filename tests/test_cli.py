@@ -370,3 +370,85 @@ def test_a_one_sided_formula_takes_target(table, tmp_path, capsys):
     assert main([*args, "--target", "claims", *FAST, *out]) == 0
     with_set = ["fit", str(data), "--family", "poisson", "--set", "formula=claims ~ x0"]
     assert main([*with_set, *FAST, *out]) == 0
+
+
+# ------------------------------------------------------------ #44, point 9
+@pytest.fixture()
+def coded(tmp_path):
+    """Counts with integer codes (a state 1-6, a year), a count-like slope
+    with many values and a 0/1 indicator."""
+    rng = np.random.default_rng(0)
+    n = 180
+    frame = pd.DataFrame(
+        {
+            "state": rng.integers(1, 7, n),
+            "year": rng.integers(2001, 2005, n).astype(float),
+            "age": np.arange(n) % 150,  # 150 values: a slope
+            "urban": rng.integers(0, 2, n),  # 0/1: slope and level agree
+            "x0": rng.standard_normal(n),
+        }
+    )
+    frame.loc[3, "year"] = np.nan  # a float column of whole numbers
+    frame["claims"] = rng.poisson(np.exp(0.2 * frame["state"] % 3), n)
+    path = tmp_path / "coded.csv"
+    frame.to_csv(path, index=False)
+    return path
+
+
+def _notes(capsys) -> list[str]:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return [line for line in err.splitlines() if " note: " in line]
+
+
+def test_integer_codes_read_as_slopes_are_named(coded, tmp_path, capsys):
+    args = ["fit", str(coded), "--target", "claims", "--family", "poisson"]
+    args += ["--set", "local_penalty=inf", "--out", str(tmp_path / "m")]
+    assert main(args) == 0
+    (note,) = _notes(capsys)
+    assert note == (
+        "autoglm-graph: note: integer columns read as numeric slopes: "
+        "state (6 values), year (4 values); if they are codes, read them as "
+        "levels with --categorical state year (or --auto-categorical)."
+    )
+    assert main([*args, "--categorical", "state"]) == 0
+    (note,) = _notes(capsys)
+    assert "slopes: year (4 values);" in note and "--categorical year " in note
+    assert main([*args, "--max-code-levels", "5"]) == 0  # state has 6
+    (note,) = _notes(capsys)
+    assert "slopes: year (4 values);" in note
+    assert main([*args, "--max-code-levels", "0"]) == 0
+    assert _notes(capsys) == []
+    formula = ["--formula", "claims ~ x0 + state"]  # the formula's own choice
+    assert main([*args, *formula]) == 0
+    assert _notes(capsys) == []
+
+
+def test_auto_categorical_reads_integer_codes_as_levels(coded, tmp_path, capsys):
+    from autoglm_graph.io import load_model
+
+    model_dir = tmp_path / "m"
+    args = ["fit", str(coded), "--target", "claims", "--family", "poisson"]
+    args += ["--set", "local_penalty=inf", "--auto-categorical"]
+    assert main([*args, "--out", str(model_dir)]) == 0
+    (note,) = _notes(capsys)
+    assert note == (
+        "autoglm-graph: note: integer columns read as levels "
+        "(--auto-categorical): state (6 values), year (4 values)."
+    )
+    model = load_model(model_dir)
+    assert set(model.preprocessor_.categorical_features_) == {"state", "year"}
+    predictions = tmp_path / "pred.csv"
+    assert main(["predict", str(model_dir), str(coded), "--out", str(predictions)]) == 0
+    assert len(pd.read_csv(predictions)) == 180
+    formula = ["--formula", "claims ~ x0 + C(state)"]
+    assert main([*args, *formula, "--out", str(model_dir)]) == 1
+    assert "--auto-categorical does not combine with --formula" in _error_line(capsys)
+
+
+def test_max_code_levels_must_be_a_count(coded, capsys):
+    args = ["fit", str(coded), "--target", "claims", "--family", "poisson"]
+    with pytest.raises(SystemExit) as excinfo:
+        main([*args, "--max-code-levels", "-1", "--out", "m"])
+    assert excinfo.value.code == 2
+    assert "expected an int >= 0; got '-1'" in capsys.readouterr().err
