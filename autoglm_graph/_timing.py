@@ -19,6 +19,8 @@ PHASES = (
     "validation",  # the validation rows' deviance after each epoch
     "prediction_index",  # what prediction reuses: search index, training states
     "balance",  # the balance correction's pass over all rows
+    "interval_members",  # the bootstrap members' fits (interval_members)
+    "interval_bias",  # the intervals' bias estimate, or a global GLM's covariance
     "other",  # the rest: splits, location effect, bookkeeping
 )
 
@@ -35,6 +37,22 @@ class PhaseTimes:
         self.device = torch.device(device)
         self.seconds = dict.fromkeys(PHASES, 0.0)
         self._start = time.perf_counter()
+
+    @classmethod
+    def resume(
+        cls, result: dict[str, float], device: torch.device | str = "cpu"
+    ) -> PhaseTimes:
+        """Times that go on from a finished clock's ``result()``.
+
+        The phases keep their seconds and the total runs on from the old
+        total, so that work done after ``result()`` (the interval members, after
+        the model's own fit) is added to the same phases and total.
+        """
+        times = cls(device)
+        for name in PHASES:
+            times.seconds[name] = float(result.get(name, 0.0))
+        times._start -= float(result.get("total", 0.0))
+        return times
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:

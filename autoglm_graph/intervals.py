@@ -34,6 +34,23 @@ centred on the estimator's own ``coef``, ``z`` the normal quantile of
 of the variance; Armstrong & Kolesar 2020 bound the bias, this estimates it).
 The pilot is defined for one linear predictor per row: the multinomial
 family keeps the members' spread alone, as does ``bias="none"``.
+
+A fitted model that is the global GLM (``is_global_only_``: the network
+dropped and no location effect) has no smoothing to bootstrap: its
+per-row coefficients are the GLM's on every row. ``fit`` then fits no
+members and estimates no bias; it keeps the GLM's covariance of the
+coefficients on the training data (``interval_cov_``: ``coef_table``'s
+default, the inverse Fisher information of the penalised fit times the
+dispersion, in the user's units), and ``local_coef(X, interval=level)``
+gives every row the GLM's own Wald interval ``coef +- z * se``, the
+bounds of ``coef_table(X, y, alpha=1 - level)``. For the multinomial
+family ``coef_table`` reports each class's difference to the first class,
+``local_coef`` the classes' coefficients centred over the classes (the
+fitted parametrisation): the covariance is mapped to the latter.
+
+``fit_intervals`` runs all this after the model's own fit and adds its
+seconds to ``fit_times_`` (phases ``interval_members`` and
+``interval_bias``).
 """
 
 from __future__ import annotations
@@ -51,14 +68,14 @@ from sklearn.utils import _safe_indexing, check_random_state
 from sklearn.utils.validation import _check_sample_weight, _num_samples, column_or_1d
 
 from ._formula import split_target
-from ._pilot import local_glms
-from ._validation import check_offset
 
 __all__ = [
     "IntervalSettings",
     "check_interval_members",
     "estimate_interval_bias",
     "fit_interval_members",
+    "fit_intervals",
+    "glm_interval_covariance",
     "local_coef_interval",
 ]
 
@@ -154,6 +171,99 @@ def check_interval_members(value) -> None:
         )
 
 
+def fit_intervals(
+    estimator, X, y, sample_weight=None, offset=None, groups=None
+) -> None:
+    """Fit what ``local_coef(X, interval=...)`` reads, after the model's fit.
+
+    A model that is the global GLM (``is_global_only_``) with
+    ``interval_members >= 2`` gets the GLM's covariance
+    (:func:`glm_interval_covariance`) and no members; any other model its
+    bootstrap members (:func:`fit_interval_members`) and their bias estimate
+    (:func:`estimate_interval_bias`).
+
+    Parameters
+    ----------
+    estimator : GraphGLMRegressor or GraphGLMClassifier
+        Fitted on ``X, y, sample_weight, offset, groups`` (its ``fit_times_``
+        set by that fit).
+    X, y, sample_weight, offset, groups
+        The data of its fit.
+
+    Notes
+    -----
+    Sets ``interval_members_`` (a list, empty without members),
+    ``interval_bias_`` and ``interval_cov_`` (None where they do not apply),
+    and adds the seconds spent to the phases ``interval_members`` and
+    ``interval_bias`` of ``fit_times_`` and to its total.
+    """
+    from ._timing import PhaseTimes  # torch: imported where it is used
+
+    times = PhaseTimes.resume(estimator.fit_times_, estimator.device_)
+    estimator.interval_members_ = []
+    estimator.interval_bias_ = None
+    estimator.interval_cov_ = None
+    n_members = getattr(estimator, "interval_members", 0)
+    if estimator.is_global_only_ and n_members >= 2:
+        with times.phase("interval_bias"):
+            estimator.interval_cov_ = glm_interval_covariance(
+                estimator, X, y, sample_weight, offset
+            )
+    else:
+        with times.phase("interval_members"):
+            estimator.interval_members_ = fit_interval_members(
+                estimator, X, y, sample_weight, offset, groups
+            )
+        with times.phase("interval_bias"):
+            estimator.interval_bias_ = estimate_interval_bias(
+                estimator, X, y, sample_weight, offset
+            )
+    estimator.fit_times_ = times.result()
+
+
+def glm_interval_covariance(
+    estimator, X, y, sample_weight=None, offset=None
+) -> np.ndarray:
+    """The global GLM's covariance of ``local_coef``'s columns.
+
+    Parameters
+    ----------
+    estimator : GraphGLMRegressor or GraphGLMClassifier
+        Fitted on ``X, y, sample_weight, offset``.
+    X, y, sample_weight, offset
+        The data of its fit.
+
+    Returns
+    -------
+    ndarray of shape (n_terms, n_terms)
+        ``coef_table(X, y, sample_weight, offset)``'s covariance (its
+        defaults: ``cov_type="fisher"``, ``weights="variance"``), in the
+        user's units and in the order of ``local_coef``'s columns. For the
+        multinomial family, whose table holds each class's difference to the
+        reference class, the covariance of the classes' coefficients centred
+        over the classes, as the fit and ``local_coef`` report them.
+    """
+    from .explain import coef_table  # torch: imported where it is used
+
+    if estimator.formula is not None:  # the left side's column leaves X
+        X, y = split_target(estimator.formula, estimator.fit_intercept, X, y)
+    table = coef_table(estimator, X, y, sample_weight, offset)
+    cov = np.asarray(table.attrs["cov"], dtype=np.float64)
+    if "reference_class" in table.attrs:
+        cov = _centred_classes_covariance(cov, len(estimator.classes_))
+    return cov
+
+
+def _centred_classes_covariance(cov: np.ndarray, n_classes: int) -> np.ndarray:
+    """The covariance of ``beta_k = gamma_k - mean_l gamma_l`` (``gamma_0 = 0``),
+    for the differences ``gamma_k`` (``k >= 1``, class-major) of covariance
+    ``cov``: the classes' coefficients centred over the classes."""
+    n_terms = cov.shape[0] // (n_classes - 1)
+    centring = np.eye(n_classes)[:, 1:] - 1.0 / n_classes  # [K, K - 1]
+    jacobian = np.kron(centring, np.eye(n_terms))
+    return jacobian @ cov @ jacobian.T
+
+
 def fit_interval_members(estimator, X, y, sample_weight=None, offset=None, groups=None):
     """Fit the bootstrap members of a fitted estimator.
 
@@ -223,6 +333,9 @@ def estimate_interval_bias(
         None without members, with ``IntervalSettings(bias="none")`` or for
         the multinomial family.
     """
+    from ._pilot import local_glms  # torch: imported where it is used
+    from ._validation import check_offset
+
     settings = settings_of(estimator)
     members = getattr(estimator, "interval_members_", None) or []
     if len(members) < 2 or settings.bias == "none" or estimator._n_outputs != 1:
@@ -273,12 +386,14 @@ def estimate_interval_bias(
 def local_coef_interval(
     estimator, X, coef: pd.DataFrame, interval: float, offset=None
 ) -> pd.DataFrame:
-    """``coef`` with the bootstrap interval of level ``interval``.
+    """``coef`` with the bootstrap interval of level ``interval``, or the
+    global GLM's Wald interval for a model that is the GLM.
 
     Parameters
     ----------
     estimator : GraphGLMRegressor or GraphGLMClassifier
-        Fitted with ``interval_members >= 2``.
+        Fitted with ``interval_members >= 2``: its members and bias estimate,
+        or its ``interval_cov_`` (a model that is the global GLM).
     X : array-like or DataFrame of shape (n_samples, n_features)
     coef : DataFrame
         ``estimator.local_coef(X, offset)``.
@@ -294,6 +409,24 @@ def local_coef_interval(
         ``statistic``), so that ``result["lower"]`` is shaped as ``coef``.
     """
     _check_interval(interval)
+    values = coef.to_numpy()
+    cov = getattr(estimator, "interval_cov_", None)
+    if cov is not None:  # the global GLM: its Wald interval on every row
+        variance = np.maximum(np.diag(cov), 0.0)  # as coef_table's std_err
+    else:
+        variance = _members_variance(estimator, X, offset)
+    half = norm.ppf((1.0 + interval) / 2.0) * np.sqrt(variance)
+    half = np.broadcast_to(half, values.shape)
+    frames = {
+        "coef": coef,
+        "lower": pd.DataFrame(values - half, index=coef.index, columns=coef.columns),
+        "upper": pd.DataFrame(values + half, index=coef.index, columns=coef.columns),
+    }
+    return pd.concat(frames, axis=1, names=["statistic"])
+
+
+def _members_variance(estimator, X, offset) -> np.ndarray:
+    """The members' variance of ``local_coef(X)``, plus the squared bias."""
     members = getattr(estimator, "interval_members_", None) or []
     if len(members) < 2:
         raise ValueError(
@@ -306,14 +439,7 @@ def local_coef_interval(
     bias = getattr(estimator, "interval_bias_", None)
     if bias is not None:  # IntervalSettings(bias="pilot"): the squared bias
         variance = variance + np.asarray(bias) ** 2
-    half = norm.ppf((1.0 + interval) / 2.0) * np.sqrt(variance)
-    values = coef.to_numpy()
-    frames = {
-        "coef": coef,
-        "lower": pd.DataFrame(values - half, index=coef.index, columns=coef.columns),
-        "upper": pd.DataFrame(values + half, index=coef.index, columns=coef.columns),
-    }
-    return pd.concat(frames, axis=1, names=["statistic"])
+    return variance
 
 
 def _check_interval(interval) -> None:

@@ -6,6 +6,7 @@ import copy
 import hashlib
 import json
 import pickle
+import time
 import warnings
 
 import numpy as np
@@ -138,30 +139,181 @@ def test_wider_away_from_the_training_rows(spread_only, data):
     assert width(X[:100] + 10 * direction) > width(X[:100])
 
 
-def test_global_glm_members_match_sandwich_errors(data):
-    """With the network off, the members' spread is the GLM's sampling
-    variability: the bootstrap standard errors agree with the sandwich ones."""
-    X, y = data
+def _pure_glm_data(n=300, seed=0):
+    """Rows of one Poisson GLM: a network has nothing to find there."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3))
+    return X, rng.poisson(np.exp(0.5 + 0.3 * X[:, 0] - 0.2 * X[:, 1]))
+
+
+def _gamma_frame(n=300, seed=0):
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame(
+        {
+            "a": rng.normal(size=n),
+            "b": rng.choice(list("xyz"), n),
+            "c": rng.uniform(1, 5, n),
+        }
+    )
+    mean = np.exp(0.3 * frame["a"] + (frame["b"] == "y") - 0.1 * frame["c"])
+    return frame, rng.gamma(2.0, mean / 2.0)
+
+
+def _glm_only_cases():
+    X, y = _pure_glm_data()
+    frame, amount = _gamma_frame()
+    labels = (amount > np.median(amount)).astype(int)
+    return {
+        "poisson-local_penalty-inf": (
+            GraphGLMRegressor(family="poisson", local_penalty=np.inf),
+            X,
+            y,
+        ),
+        "poisson-network-dropped": (  # the network does not beat the GLM
+            GraphGLMRegressor(
+                family="poisson", hidden_channels=8, heads=2, max_epochs=30
+            ),
+            X,
+            y,
+        ),
+        "gamma-balanced-categorical": (
+            GraphGLMRegressor(family="gamma", balance=True, local_penalty=np.inf),
+            frame,
+            amount,
+        ),
+        "gaussian-no-intercept": (
+            GraphGLMRegressor(fit_intercept=False, local_penalty=np.inf),
+            frame,
+            amount,
+        ),
+        "binary-classifier": (GraphGLMClassifier(local_penalty=np.inf), frame, labels),
+    }
+
+
+@pytest.mark.parametrize("case", list(_glm_only_cases()))
+def test_global_glm_interval_is_coef_tables(case):
+    """A model that is the GLM fits no members; every row's interval is the
+    GLM's own Wald interval, the bounds of coef_table at the same level."""
+    model, X, y = _glm_only_cases()[case]
+    model.set_params(interval_members=3, random_state=0, device="cpu").fit(X, y)
+    assert model.is_global_only_
+    assert model.interval_members_ == [] and model.interval_bias_ is None
+    assert model.fit_times_["interval_members"] == 0.0  # the phase never ran
+    table = model.coef_table(X, y, alpha=0.1)
+    local = model.local_coef(X, interval=0.9)
+    np.testing.assert_allclose(model.interval_cov_, table.attrs["cov"], atol=1e-12)
+    pairs = [("coef", "coef"), ("lower", "ci_lower"), ("upper", "ci_upper")]
+    for statistic, column in pairs:
+        bounds = local[statistic].to_numpy()
+        expected = np.broadcast_to(table[column].to_numpy(), bounds.shape)
+        np.testing.assert_allclose(bounds, expected, rtol=0, atol=1e-8)
+
+
+def test_multinomial_global_glm_interval_is_the_glms():
+    """The multinomial table reports each class against the reference class;
+    local_coef the classes' coefficients centred over the classes. Its
+    intervals are the GLM's covariance mapped to the latter."""
+    frame, amount = _gamma_frame()
+    labels = np.digitize(amount, np.quantile(amount, [1 / 3, 2 / 3]))
+    model = GraphGLMClassifier(
+        local_penalty=np.inf, interval_members=2, random_state=0
+    ).fit(frame, labels)
+    assert model.interval_members_ == []
+    table = model.coef_table(frame, labels, alpha=0.1)
+    n_classes, n_terms = 3, 5  # intercept, a, c, b_x, b_z
+    if "reference_class" in table.attrs:  # class k - class 0, k >= 1
+        to_local = np.kron(np.eye(n_classes)[:, 1:] - 1 / n_classes, np.eye(n_terms))
+    else:  # every class's coefficients
+        to_local = np.eye(n_classes * n_terms)
+    coef = to_local @ table["coef"].to_numpy()
+    se = np.sqrt(np.diag(to_local @ table.attrs["cov"] @ to_local.T))
+    local = model.local_coef(frame.head(4), interval=0.9)
+    np.testing.assert_allclose(local["coef"].to_numpy()[0], coef, atol=1e-8)
+    half = (local["upper"] - local["lower"]).to_numpy() / 2
+    np.testing.assert_allclose(half, np.tile(norm.ppf(0.95) * se, (4, 1)), atol=1e-8)
+
+
+def test_global_glm_with_a_formula_left_side():
+    """fit(X) with the target in the formula: the covariance uses its column."""
+    X, y = _pure_glm_data()
+    frame = pd.DataFrame(X, columns=["a", "b", "c"]).assign(claims=y)
     model = GraphGLMRegressor(
         family="poisson",
+        formula="claims ~ a + b + c",
         local_penalty=np.inf,
-        interval_members=60,
-        interval_settings=IntervalSettings(bias="none"),
-        random_state=0,
+        interval_members=2,
+    ).fit(frame)
+    table = model.coef_table(frame[["a", "b", "c"]], y, alpha=0.1)
+    local = model.local_coef(frame.head(3), interval=0.9)
+    lower, upper = local["lower"].to_numpy(), local["upper"].to_numpy()
+    np.testing.assert_allclose(lower[0], table["ci_lower"], rtol=0, atol=1e-8)
+    np.testing.assert_allclose(upper[2], table["ci_upper"], rtol=0, atol=1e-8)
+
+
+@pytest.mark.parametrize("suffix", ["", ".zip"])
+def test_global_glm_intervals_saved_and_loaded(tmp_path, suffix):
+    X, y = _pure_glm_data()
+    model = GraphGLMRegressor(
+        family="poisson", local_penalty=np.inf, interval_members=3
     ).fit(X, y)
-    local = model.local_coef(X[:1], interval=0.9)
-    bootstrap_se = (local["upper"] - local["lower"]).to_numpy()[0] / (
-        2 * norm.ppf(0.95)
+    path = model.save(tmp_path / f"model{suffix}")
+    loaded = load(path)
+    np.testing.assert_array_equal(loaded.interval_cov_, model.interval_cov_)
+    assert loaded.interval_members_ == []
+    pd.testing.assert_frame_equal(
+        loaded.local_coef(X, interval=0.9),
+        model.local_coef(X, interval=0.9),
+        check_exact=True,
     )
-    sandwich = model.coef_table(X, y, cov_type="sandwich")["std_err"].to_numpy()
-    np.testing.assert_allclose(bootstrap_se, sandwich, rtol=0.3)
+    unpickled = pickle.loads(pickle.dumps(model))
+    pd.testing.assert_frame_equal(
+        unpickled.local_coef(X[:5], interval=0.8),
+        model.local_coef(X[:5], interval=0.8),
+        check_exact=True,
+    )
+
+
+@pytest.mark.parametrize(
+    "value",
+    [[[1.0]], [[0.1] * 4] * 3, [[float("nan")] * 4] * 4, [["a"] * 4] * 4, {}],
+    ids=["too-small", "not-square", "nan", "text", "not-a-list"],
+)
+def test_corrupted_interval_cov_is_refused(tmp_path, value):
+    X, y = _pure_glm_data()
+    model = GraphGLMRegressor(
+        family="poisson", local_penalty=np.inf, interval_members=2
+    ).fit(X, y)
+    path = model.save(tmp_path / "model")
+    # (json writes NaN; the reader must refuse it)
+    _edit(path, lambda c: c["fitted"].update(interval_cov_=value))
+    with pytest.raises(ModelFileError, match=r"interval_cov_ must be a 4 x 4"):
+        load(path)
+
+
+def test_fit_times_count_the_intervals(data):
+    """fit_times_ has the members' and the bias estimate's phases, and its
+    phases add up to the fit's wall time (a consistency check, not a timing
+    target)."""
+    X, y = data
+    start = time.perf_counter()
+    model = GraphGLMRegressor(interval_members=2, **dict(SMALL, max_epochs=3)).fit(X, y)
+    wall = time.perf_counter() - start
+    assert not model.is_global_only_ and len(model.interval_members_) == 2
+    times = model.fit_times_
+    assert times["interval_members"] > 0 and times["interval_bias"] > 0
+    members = sum(m.fit_times_["total"] for m in model.interval_members_)
+    assert times["interval_members"] >= members
+    phases = sum(seconds for name, seconds in times.items() if name != "total")
+    assert phases == pytest.approx(times["total"], rel=1e-9)
+    assert abs(phases - wall) <= 0.2 * wall + 0.05
 
 
 def test_same_seed_same_members(data):
     X, y = data
-    params = dict(family="poisson", local_penalty=np.inf, interval_members=3)
-    a = GraphGLMRegressor(random_state=3, **params).fit(X, y)
-    b = GraphGLMRegressor(random_state=3, **params).fit(X, y)
+    params = dict(SMALL, max_epochs=2, interval_members=3, random_state=3)
+    a = GraphGLMRegressor(**params).fit(X, y)
+    b = GraphGLMRegressor(**params).fit(X, y)
+    assert len(a.interval_members_) == 3
     np.testing.assert_array_equal(
         a.local_coef(X, interval=0.8).to_numpy(),
         b.local_coef(X, interval=0.8).to_numpy(),
@@ -171,9 +323,10 @@ def test_same_seed_same_members(data):
 def test_classifier_pickle_and_save(data, tmp_path):
     X, y = data
     labels = (y > np.median(y)).astype(int)
-    model = GraphGLMClassifier(
-        local_penalty=np.inf, interval_members=2, random_state=0
-    ).fit(X, labels)
+    params = dict(SMALL, max_epochs=2, interval_members=2)
+    params.pop("family")
+    model = GraphGLMClassifier(**params).fit(X, labels)
+    assert len(model.interval_members_) == 2
     local = pickle.loads(pickle.dumps(model)).local_coef(X[:5], interval=0.9)
     assert local.shape == (5, 3 * 4)
     assert np.all(local["lower"].to_numpy() <= local["upper"].to_numpy())
@@ -276,14 +429,11 @@ def test_save_and_load_keep_the_settings(data, tmp_path):
         bias="pilot", pilot_rows_per_coef=7, calibration_rows=50
     )
     model = GraphGLMRegressor(
-        family="poisson",
-        local_penalty=np.inf,
-        interval_members=2,
-        interval_settings=settings,
-        random_state=0,
+        interval_members=2, interval_settings=settings, **dict(SMALL, max_epochs=2)
     ).fit(X, y)
     loaded = load(model.save(tmp_path / "model"))
     assert loaded.interval_settings == settings
+    assert model.interval_bias_ is not None
     np.testing.assert_array_equal(loaded.interval_bias_, model.interval_bias_)
 
 
@@ -433,11 +583,9 @@ def test_formula_with_a_left_side_fits_members_and_bias(data):
     X, y = data
     frame = pd.DataFrame(X, columns=["a", "b", "c"]).assign(claims=y)
     model = GraphGLMRegressor(
-        family="poisson",
         formula="claims ~ a + b + c",
-        local_penalty=np.inf,
         interval_members=2,
-        random_state=0,
+        **dict(SMALL, max_epochs=2),
     ).fit(frame)
     assert len(model.interval_members_) == 2
     assert model.interval_bias_.shape == (4,)
