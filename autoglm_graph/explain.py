@@ -75,10 +75,11 @@ def coef_table(
     -------
     DataFrame
         Indexed by term (``"intercept"`` and ``feature_names_out_``; for the
-        multinomial family a (class, term) MultiIndex), with columns ``coef``,
+        multinomial family a (class, term) MultiIndex over the classes other
+        than the reference ``classes_[0]``), with columns ``coef``,
         ``std_err``, ``z``, ``p_value``, ``ci_lower`` and ``ci_upper``. Its
-        ``attrs`` hold ``dispersion``, ``cov_type`` and the covariance matrix
-        ``cov``.
+        ``attrs`` hold ``dispersion``, ``cov_type``, the covariance matrix
+        ``cov`` and, for the multinomial family, ``reference_class``.
 
     Notes
     -----
@@ -95,9 +96,21 @@ def coef_table(
     spline columns: the covariance is the Bayesian one of a penalised GLM
     (mgcv's ``Vp``, Wood 2006), which covers the smoothing bias. The
     dispersion is the Pearson chi2 over ``n - rank`` for the gaussian, gamma
-    and tweedie families and 1 for the others. Only the differences between
-    multinomial classes are identified: its covariance is the pseudo-inverse,
-    i.e. that of the classes' centred intercepts.
+    and tweedie families and 1 for the others.
+
+    The multinomial family is fitted with one coefficient vector per class,
+    which only the penalty identifies; the table reports the identified
+    reference-class parametrisation of statsmodels' ``MNLogit`` instead: the
+    first class of ``classes_`` is the reference, and each other class ``k``
+    gets ``beta_k - beta_ref`` (intercept included), ``(K - 1) * (p + 1)``
+    parameters. Their Hessian is the multinomial information in that
+    parametrisation plus the penalty's: the fit penalises every class's
+    slopes, and the fitted ``beta`` is the one with the least penalty among
+    those with the same differences, so the differences carry the penalty
+    ``alpha_l2 sum(w) gamma' ((I - 11'/K) kron P) gamma`` (the same matrix is
+    the precision of the differences under the penalty's Gaussian prior). With
+    ``alpha_l2=0`` coefficients and standard errors are MNLogit's; at the
+    default, tiny ``alpha`` they are nearly the same.
 
     Examples
     --------
@@ -145,29 +158,21 @@ def coef_table(
     eta = X1 @ params.T + (0.0 if offset is None else offset[:, None])
     if family.multi_output:
         score_eta, info_eta = _multinomial_parts(y_model, eta)
+        # Reference-class parametrisation: class k > 0 gets beta_k - beta_0.
+        score_eta, info_eta = score_eta[:, 1:], info_eta[:, 1:, 1:]
+        params = params[1:] - params[0]
     else:
         observed = cov_type == "sandwich"
         score_eta, info_eta = _single_parts(family, y_model, eta[:, 0], observed)
     K, m = params.shape
-    # The penalised Hessian of sum_i w_i d_i / 2, in (output, output) blocks.
-    hessian = np.empty((K, m, K, m))
-    for k in range(K):
-        for j in range(K):
-            hessian[k, :, j, :] = X1.T @ (X1 * (w * info_eta[:, k, j])[:, None])
-    hessian = hessian.reshape(K * m, K * m)
-    shift, scale = terms.shift, terms.scale
-    # alpha penalises the coefficients in the user's units, c_j / scale_j.
-    penalty = (
-        estimator.alpha * w.sum() * np.tile(np.r_[[0.0] * len(ones), scale**-2], K)
-    )
-    if terms.splines is not None:  # alpha and the smoothing penalty
-        slopes = terms.penalty_weights(estimator.alpha)
-        penalty = w.sum() * np.tile(np.r_[[0.0] * len(ones), slopes], K)
-    hessian[np.diag_indices_from(hessian)] += penalty
+    hessian = _information(X1, w, info_eta)
+    penalty = _penalty_matrix(estimator, terms, len(ones), family.multi_output, K)
+    penalty *= w.sum()
+    hessian += penalty
     scores = (w[:, None] * score_eta)[:, :, None] * X1[:, None, :]  # [n, K, p+1]
     scores = scores.reshape(n, K * m)
     frequency = weights == "frequency"
-    _check_stationary(scores.sum(axis=0) - penalty * params.ravel(), w.sum())
+    _check_stationary(scores.sum(axis=0) - penalty @ params.ravel(), w.sum())
     bread = linalg.pinvh(hessian)
     dispersion = 1.0
     if family.estimated_dispersion:
@@ -186,14 +191,55 @@ def coef_table(
         meat = scores.T @ (per_copy if frequency else scores)
         cov = bread @ meat @ bread
     # To the user's units: intercept - sum_j c_j shift_j / scale_j, c_j / scale_j.
+    shift, scale = terms.shift, terms.scale
     block = np.diag(np.r_[[1.0] * len(ones), 1.0 / scale])
     if ones:
         block[0, 1:] = -shift / scale
     jacobian = linalg.block_diag(*([block] * K))
-    params[:, 0] += correction
+    if not family.multi_output:  # (the classes' differences do not move)
+        params[:, 0] += correction
     coef = jacobian @ params.ravel()
     cov = jacobian @ cov @ jacobian.T
     return _table(estimator, coef, cov, alpha, dispersion, cov_type)
+
+
+def _information(X1: np.ndarray, w: np.ndarray, info_eta: np.ndarray) -> np.ndarray:
+    """The Hessian of ``sum_i w_i d_i / 2`` in (output, output) blocks.
+
+    ``info_eta`` [n, K, K] is the per-row information on the linear
+    predictors; the result is ``[K * m, K * m]`` with ``m`` design columns.
+    """
+    K, m = info_eta.shape[1], X1.shape[1]
+    hessian = np.empty((K, m, K, m))
+    for k in range(K):
+        for j in range(K):
+            hessian[k, :, j, :] = X1.T @ (X1 * (w * info_eta[:, k, j])[:, None])
+    return hessian.reshape(K * m, K * m)
+
+
+def _penalty_matrix(
+    estimator, terms, n_intercept: int, multi_output: bool, n_outputs: int
+) -> np.ndarray:
+    """The penalty's Hessian per unit of weight, in the reported parametrisation.
+
+    ``alpha`` penalises the slopes in the user's units (``alpha / scale_j**2``
+    on the solver's column ``j``), the splines' smoothing penalty joins it on
+    their columns, and the intercept is free: a diagonal ``D``. A single output
+    gets ``D``. The multinomial fit penalises all ``K`` classes'
+    ``beta_k' D beta_k``; the likelihood depends only on the differences
+    ``gamma_k = beta_k - beta_0`` (``k = 1..K-1``), and the fitted ``beta``
+    minimises the penalty among those with the same differences, so the
+    penalty of ``gamma`` is ``min_c sum_k (c + gamma_k)' D (c + gamma_k)`` (with
+    ``gamma_0 = 0``), i.e. ``gamma' ((I - 11'/K) kron D) gamma``. This is also
+    the precision of ``gamma`` under the Gaussian prior on ``beta`` that the
+    penalty is (Bayesian covariance, as for the other families).
+    """
+    slopes = terms.penalty_weights(estimator.alpha)  # the solver's own
+    diagonal = np.diag(np.r_[[0.0] * n_intercept, slopes])
+    coupling = np.eye(n_outputs)
+    if multi_output:
+        coupling -= 1.0 / (n_outputs + 1)  # K = n_outputs + 1 classes
+    return np.kron(coupling, diagonal)
 
 
 def _single_parts(family, y: np.ndarray, eta: np.ndarray, observed: bool):
@@ -267,11 +313,13 @@ def _encode_target(estimator, y) -> np.ndarray:
 
 
 def _terms(estimator) -> pd.Index:
+    """The table's rows: terms, or (class, term) for the multinomial family,
+    whose first class is the reference and has no rows."""
     terms = [*_intercept(estimator), *estimator.feature_names_out_]
     if estimator.global_glm_.coef.shape[0] == 1:
         return pd.Index(terms, name="term")
     return pd.MultiIndex.from_product(
-        [list(estimator.classes_), terms], names=["class", "term"]
+        [list(estimator.classes_[1:]), terms], names=["class", "term"]
     )
 
 
@@ -294,8 +342,10 @@ def wald_test_terms(estimator, X, y, sample_weight=None, offset=None, **kwargs):
     DataFrame
         Indexed by term (``"intercept"``, a numeric term's name, or a
         categorical column's name), with the ``chi2`` statistic, its ``df``
-        (the number of coefficients tested: levels times classes) and
-        ``p_value``; a term alone has ``chi2 = z**2`` of :func:`coef_table`.
+        (the number of coefficients tested: the term's columns, times ``K - 1``
+        for a multinomial model of ``K`` classes, whose coefficients are those
+        of :func:`coef_table`, relative to the reference class ``classes_[0]``)
+        and ``p_value``; a term alone has ``chi2 = z**2`` of :func:`coef_table`.
     """
     table = coef_table(estimator, X, y, sample_weight, offset, **kwargs)
     coef, cov = table["coef"].to_numpy(), table.attrs["cov"]
@@ -362,6 +412,8 @@ def _table(estimator, coef, cov, alpha, dispersion, cov_type) -> pd.DataFrame:
         index=_terms(estimator),
     )
     table.attrs.update(dispersion=float(dispersion), cov_type=cov_type, cov=cov)
+    if estimator.global_glm_.coef.shape[0] > 1:
+        table.attrs["reference_class"] = estimator.classes_[0]
     return table
 
 
