@@ -40,6 +40,7 @@ from ._threads import with_thread_limit
 from ._timing import PhaseTimes
 from ._validation import (
     PRECISIONS,
+    align_to_rows,
     check_callbacks,
     check_number,
     check_offset,
@@ -331,6 +332,8 @@ class _BaseGraphGLM(
                 else f"Found array with 0 sample(s) (shape={X.shape}) while a "
                 "minimum of 2 is required."
             )
+        sample_weight = align_to_rows(sample_weight, X, "sample_weight")
+        offset = align_to_rows(offset, X, "offset")
         sample_weight = _check_sample_weight(
             sample_weight,
             np.empty(X.shape[0]),
@@ -434,6 +437,9 @@ class _BaseGraphGLM(
             )
         self._train_index = np.asarray(self._row_labels(X))
         self.offset_used_ = offset is not None  # predict warns when it is missing
+        self.offset_range_ = (
+            None if offset is None else (float(offset.min()), float(offset.max()))
+        )
         self.fit_times_ = times.result()
         return self
 

@@ -13,13 +13,44 @@ import numpy as np
 import pandas as pd
 
 from ._threads import with_thread_limit
+from ._validation import OffsetWarning, align_to_rows, check_offset
+
+
+def _n_rows(X) -> int:
+    """Rows of X as predict reads it (a Series is one row, as df.iloc[i])."""
+    return 1 if isinstance(X, pd.Series) else len(X)
 
 
 class _ReadingMixin:
     """The reading methods of :class:`~autoglm_graph._base._BaseGraphGLM`."""
 
     def _linear_predictor(self, X, offset=None) -> np.ndarray:
-        if offset is None and getattr(self, "offset_used_", False):
+        offset = self._predict_offset(X, offset)
+        predictor = self.predictor()
+        eta, _ = predictor.coefficients(predictor.design(X), offset)
+        return eta
+
+    def _predict_offset(self, X, offset) -> np.ndarray | None:
+        """The offset of a prediction, checked against the fit's: aligned to
+        X's rows, an exposure passed for a log-exposure refused, an offset for
+        a model fitted without one warned about."""
+        if offset is not None:
+            offset = align_to_rows(offset, X, "offset")
+            offset = check_offset(offset, _n_rows(X))
+            if not getattr(self, "offset_used_", True) and np.any(offset != 0):
+                warnings.warn(
+                    f"This {type(self).__name__} was fitted without an offset, "
+                    "and predict got one: it shifts every linear predictor (a "
+                    "log-link prediction is multiplied by exp(offset)). Leave it "
+                    "out, or refit with the offset.",
+                    OffsetWarning,
+                    stacklevel=4,
+                )
+            self.family_.check_offset(
+                offset, fitted_range=getattr(self, "offset_range_", None)
+            )
+            return offset
+        if getattr(self, "offset_used_", False):
             # A warning, not an error: offset 0 (a rate per unit of exposure)
             # is a valid prediction, and scikit-learn's tools call predict(X).
             warnings.warn(
@@ -27,11 +58,9 @@ class _ReadingMixin:
                 "predict got none: the predictions are for offset=0 (e.g. a rate "
                 "per unit of exposure). Pass offset= to predict with exposure.",
                 UserWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
-        predictor = self.predictor()
-        eta, _ = predictor.coefficients(predictor.design(X), offset)
-        return eta
+        return None
 
     def _global_theta_user(self) -> np.ndarray:
         """The global GLM's ``[n_outputs, 1 + p]`` (intercept, slopes), user units."""

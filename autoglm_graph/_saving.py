@@ -195,6 +195,7 @@ def _model_state(model) -> tuple[dict, dict[str, torch.Tensor]]:
         "fit_times_": {str(k): float(v) for k, v in model.fit_times_.items()},
         "n_iter_": int(model.n_iter_),
         "offset_used_": bool(getattr(model, "offset_used_", False)),
+        "offset_range_": _offset_range(model),
         "device_": str(model.device_),
         "global_glm": {"n_iter": int(glm.n_iter), "converged": bool(glm.converged)},
     }
@@ -330,3 +331,9 @@ def _versions() -> dict:
         "torch": torch.__version__,
         "skops": skops.__version__,
     }
+
+
+def _offset_range(model) -> list[float] | None:
+    """``offset_range_`` as JSON (None: no offset in fit, or an older model)."""
+    value = getattr(model, "offset_range_", None)
+    return None if value is None else [float(v) for v in value]

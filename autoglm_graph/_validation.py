@@ -8,6 +8,7 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
+import pandas as pd
 import torch
 
 
@@ -109,6 +110,41 @@ def resolve_precision(precision: str, device: torch.device) -> str:
     """
     check_option("precision", precision, PRECISIONS)
     return "fp32" if precision == "auto" else precision
+
+
+class OffsetWarning(UserWarning):
+    """An offset at predict that the fitted model did not have in ``fit``."""
+
+
+def align_to_rows(values, X, name: str):
+    """``values`` (an offset, sample weights) in the order of ``X``'s rows.
+
+    A :class:`pandas.Series` beside a DataFrame ``X`` is matched by index
+    label, as pandas aligns columns: reordered to ``X``'s index when it holds
+    the same labels, refused when it does not (matching it by position would
+    give rows each other's exposure). Anything else passes through.
+    """
+    if not isinstance(values, pd.Series) or not isinstance(X, pd.DataFrame):
+        return values
+    if values.index.equals(X.index):
+        return values.to_numpy()
+    unique = values.index.is_unique and X.index.is_unique
+    if unique and len(values) == len(X) and values.index.isin(X.index).all():
+        return values.reindex(X.index).to_numpy()
+    absent = X.index[~X.index.isin(values.index)]
+    extra = values.index[~values.index.isin(X.index)]
+    detail = (
+        f"{len(absent)} of X's row labels are not in it (e.g. {absent[0]!r})"
+        if len(absent)
+        else f"it has labels X does not (e.g. {extra[0]!r})"
+        if len(extra)
+        else "its labels are repeated"
+    )
+    raise ValueError(
+        f"{name} is a pandas Series whose index differs from X's: {detail}. "
+        f"Pass {name} with X's index, or {name}.to_numpy() to match rows by "
+        "position."
+    )
 
 
 def check_offset(offset, n_samples: int) -> np.ndarray | None:

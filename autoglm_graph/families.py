@@ -18,7 +18,7 @@ import math
 import numpy as np
 import torch
 from scipy.optimize import brentq
-from scipy.special import digamma, gammaln
+from scipy.special import digamma, gammaln, polygamma
 from scipy.special import xlogy as xlogy_np
 from torch import Tensor
 from torch.special import xlogy
@@ -127,22 +127,44 @@ class Family:
         if not np.all(self.in_y_range(y)):
             raise self._range_error(y)
 
-    def check_offset(self, offset: np.ndarray | None, max_log_range: float = 30.0):
+    def check_offset(
+        self,
+        offset: np.ndarray | None,
+        max_log_range: float = 30.0,
+        fitted_range: tuple[float, float] | None = None,
+    ):
         """Raise a ``ValueError`` for an offset that is an exposure, not its log.
 
         Under the log link an offset is ``log(exposure)``; one that spans more
         than ``max_log_range`` (exposures differing by a factor ``exp(30)``,
         about 1e13) is an exposure on its own scale, whose starting means
-        overflow (the fit would fail inside the solver).
+        overflow (the fit would fail inside the solver). At predict, when
+        ``fitted_range`` is given, so is an offset farther than
+        ``max_log_range`` outside the offsets of ``fit`` (a few rows have
+        no spread to judge by).
 
         Parameters
         ----------
         offset : ndarray of shape (n_samples,) or None
         max_log_range : float, default=30.0
             Largest ``max(offset) - min(offset)`` taken as a log-exposure.
+        fitted_range : tuple of float or None, default=None
+            ``(min, max)`` of the offsets of ``fit``.
         """
         if offset is None or self.link_name != "log" or len(offset) == 0:
             return
+        if fitted_range is not None:
+            low, high = (float(v) for v in fitted_range)
+            far = (offset < low - max_log_range) | (offset > high + max_log_range)
+            if far.any():
+                value = float(offset[np.flatnonzero(far)[0]])
+                raise ValueError(
+                    f"offset holds {value:.6g}, while the offsets of fit spanned "
+                    f"[{low:.6g}, {high:.6g}]: under the log link of the "
+                    f"{self.name} family the offset is log(exposure), and this "
+                    "one looks like an exposure itself (or another unit). Pass "
+                    "log(exposure) as in fit, e.g. offset=np.log(exposure)."
+                )
         spread = float(np.max(offset) - np.min(offset))
         if spread > max_log_range:
             raise ValueError(
@@ -258,6 +280,65 @@ class Family:
     def unit_variance(self, mu: Tensor) -> Tensor:
         """Variance of ``y`` as a function of its mean, up to the dispersion."""
         raise NotImplementedError
+
+    # --------------------------------------------------------- likelihood
+    def loglike_obs(
+        self,
+        y: np.ndarray,
+        mu: np.ndarray,
+        var_weights: np.ndarray | None = None,
+        scale: float = 1.0,
+    ) -> np.ndarray:
+        """Log-likelihood of each row at mean ``mu``, as statsmodels'
+        ``family.loglike_obs``.
+
+        Row ``i``'s dispersion is ``scale / var_weights[i]`` (statsmodels'
+        ``var_weights``, R's ``weights``). This base class has no closed form
+        and returns NaN; the families here override it.
+
+        Parameters
+        ----------
+        y : ndarray of shape (n_samples,) (``(n_samples, K)`` for multinomial)
+        mu : ndarray shaped as ``y``
+            Fitted means (class probabilities for multinomial).
+        var_weights : ndarray of shape (n_samples,), default=None
+            Variance weights; 1 when None.
+        scale : float, default=1.0
+            The dispersion (ignored by the binomial and multinomial families).
+
+        Returns
+        -------
+        ndarray of shape (n_samples,), float64
+        """
+        return np.full(np.shape(y)[0], np.nan)
+
+    def loglike(
+        self,
+        y: np.ndarray,
+        mu: np.ndarray,
+        var_weights: np.ndarray | None = None,
+        freq_weights: np.ndarray | None = None,
+        scale: float = 1.0,
+    ) -> float:
+        """Log-likelihood ``sum_i freq_weights[i] * loglike_obs_i``, as
+        statsmodels' ``family.loglike``.
+
+        Parameters
+        ----------
+        y, mu, var_weights, scale
+            As in :meth:`loglike_obs`.
+        freq_weights : ndarray of shape (n_samples,), default=None
+            Row ``i`` counts ``freq_weights[i]`` times; 1 when None.
+
+        Returns
+        -------
+        float
+            NaN where the family has no closed form (see :meth:`loglike_obs`).
+        """
+        ll = self.loglike_obs(y, mu, var_weights, scale)
+        if freq_weights is None:
+            return float(np.sum(ll))
+        return float(np.asarray(freq_weights, dtype=np.float64) @ ll)
 
     # ---------------------------------------------------------------- facts
     #: Whether the family models class labels (GraphGLMClassifier's families;
@@ -377,6 +458,10 @@ class GaussianFamily(Family):
     def unit_variance(self, mu: Tensor) -> Tensor:
         return torch.ones_like(mu)
 
+    def loglike_obs(self, y, mu, var_weights=None, scale=1.0) -> np.ndarray:
+        y, mu, v = _loglike_args(y, mu, var_weights)
+        return -0.5 * (v * (y - mu) ** 2 / scale + np.log(2 * np.pi * scale / v))
+
 
 class BinomialFamily(Family):
     """Bernoulli / binomial proportions with logit link; ``0 <= y <= 1``.
@@ -410,6 +495,13 @@ class BinomialFamily(Family):
 
     def unit_variance(self, mu: Tensor) -> Tensor:
         return mu * (1 - mu)
+
+    def loglike_obs(self, y, mu, var_weights=None, scale=1.0) -> np.ndarray:
+        # statsmodels' Binomial with one trial; the gammaln terms are 0 for
+        # y in {0, 1}.
+        y, mu, v = _loglike_args(y, mu, var_weights)
+        log_choose = -gammaln(y + 1) - gammaln(2 - y)
+        return v * (log_choose + xlogy_np(y, mu) + xlogy_np(1 - y, 1 - mu))
 
 
 class MultinomialFamily(Family):
@@ -461,6 +553,13 @@ class MultinomialFamily(Family):
 
     def unit_variance(self, mu: Tensor) -> Tensor:
         return mu * (1 - mu)
+
+    def loglike_obs(self, y, mu, var_weights=None, scale=1.0) -> np.ndarray:
+        """``var_weights * sum_k y_k log mu_k`` (statsmodels' ``MNLogit``)."""
+        y = np.asarray(y, dtype=np.float64)
+        mu = np.asarray(mu, dtype=np.float64)
+        v = np.ones(y.shape[0]) if var_weights is None else np.asarray(var_weights)
+        return v * xlogy_np(y, mu).sum(axis=1)
 
     def predict_proba(self, eta: Tensor) -> Tensor:
         return torch.softmax(eta, dim=1)
@@ -514,6 +613,9 @@ class PoissonFamily(Family):
     def unit_variance(self, mu: Tensor) -> Tensor:
         return mu
 
+    def loglike_obs(self, y, mu, var_weights=None, scale=1.0) -> np.ndarray:
+        return _poisson_loglike_obs(*_loglike_args(y, mu, var_weights), scale)
+
 
 class GammaFamily(Family):
     """Gamma distribution with log link; ``y > 0``."""
@@ -530,6 +632,9 @@ class GammaFamily(Family):
 
     def unit_variance(self, mu: Tensor) -> Tensor:
         return mu**2
+
+    def loglike_obs(self, y, mu, var_weights=None, scale=1.0) -> np.ndarray:
+        return _gamma_loglike_obs(*_loglike_args(y, mu, var_weights), scale)
 
 
 class TweedieFamily(Family):
@@ -592,6 +697,39 @@ class TweedieFamily(Family):
     def unit_variance(self, mu: Tensor) -> Tensor:
         return torch.pow(mu, self.power)
 
+    def loglike_obs(self, y, mu, var_weights=None, scale=1.0) -> np.ndarray:
+        """The Tweedie log-density; NaN for ``power > 2``.
+
+        ``power`` 0, 1 and 2 are the normal, (over-dispersed) Poisson and
+        gamma log-likelihoods as statsmodels writes them. For ``1 < power < 2``
+        the compound Poisson-gamma density of Dunn and Smyth (2005),
+        ``c(y, phi) exp((y theta - kappa) / phi)``, its series summed in log
+        space around its largest term (:func:`_log_wright_series`); a row
+        whose series does not fit the window is NaN rather than wrong.
+        ``power > 2`` (positive stable) has no series here: NaN, as
+        statsmodels.
+        """
+        y, mu, v = _loglike_args(y, mu, var_weights)
+        p = self.power
+        if p == 0:
+            return GaussianFamily().loglike_obs(y, mu, v, scale)
+        if p == 1:
+            return _poisson_loglike_obs(y, mu, v, scale)
+        if p == 2:
+            return _gamma_loglike_obs(y, mu, v, scale)
+        if p > 2:
+            return np.full(y.shape[0], np.nan)
+        phi = scale / v
+        theta = mu ** (1 - p) / (1 - p)
+        kappa = mu ** (2 - p) / (2 - p)
+        ll = (y * theta - kappa) / phi
+        positive = y > 0
+        yp, phip = y[positive], phi[positive]
+        a = (2 - p) / (p - 1)  # Wright's function's parameter, -alpha
+        log_x = a * np.log(yp / ((p - 1) * phip)) - np.log((2 - p) * phip)
+        ll[positive] += _log_wright_series(a, log_x) - np.log(yp)
+        return ll
+
 
 class NegativeBinomialFamily(Family):
     """Negative binomial distribution with log link; ``y >= 0``.
@@ -631,6 +769,21 @@ class NegativeBinomialFamily(Family):
 
     def unit_variance(self, mu: Tensor) -> Tensor:
         return mu + self.theta * mu**2
+
+    def loglike_obs(self, y, mu, var_weights=None, scale=1.0) -> np.ndarray:
+        """:meth:`log_likelihood`'s rows at this family's ``theta``, times
+        ``var_weights / scale`` (statsmodels' ``NegativeBinomial``)."""
+        y, mu, v = _loglike_args(y, mu, var_weights)
+        theta = self.theta
+        r = 1.0 / theta
+        ll = (
+            gammaln(y + r)
+            - gammaln(r)
+            - gammaln(y + 1)
+            + xlogy_np(y, theta * mu)
+            - (y + r) * np.log1p(theta * mu)
+        )
+        return v / scale * ll
 
     @staticmethod
     def log_likelihood(
@@ -682,6 +835,78 @@ class NegativeBinomialFamily(Family):
         )
         log_theta = -log_r
         return float(min(max(math.exp(log_theta), THETA_MIN), THETA_MAX))
+
+
+def _loglike_args(y, mu, var_weights):
+    """``y``, ``mu`` and the variance weights as flat float64 arrays."""
+    y = np.asarray(y, dtype=np.float64).reshape(-1)
+    mu = np.asarray(mu, dtype=np.float64).reshape(-1)
+    if var_weights is None:
+        return y, mu, np.ones_like(y)
+    return y, mu, np.asarray(var_weights, dtype=np.float64).reshape(-1)
+
+
+def _poisson_loglike_obs(y, mu, v, scale):
+    """statsmodels' Poisson rows, ``v / scale * (y log mu - mu - log y!)``."""
+    return v / scale * (xlogy_np(y, mu) - mu - gammaln(y + 1))
+
+
+def _gamma_loglike_obs(y, mu, v, scale):
+    """statsmodels' gamma rows with shape ``v / scale`` and mean ``mu``."""
+    shape = v / scale
+    ratio = y / mu
+    return shape * np.log(shape * ratio) - shape * ratio - gammaln(shape) - np.log(y)
+
+
+#: Log-terms below the largest by more than this add under 1e-26 to the sum.
+_SERIES_DROP = 60.0
+#: Rows whose largest series term is further out are NaN (see below).
+_SERIES_MAX_INDEX = 1e6
+
+
+def _log_wright_series(a: float, log_x: np.ndarray) -> np.ndarray:
+    """``log sum_{k>=1} x^k / (k! Gamma(a k))`` (Wright's function at b=0).
+
+    The Tweedie series of Dunn and Smyth (2005), each row's terms summed in
+    log space over a window around its largest one: the log-terms
+    ``t(k) = k log x - log k! - log Gamma(a k)`` are concave in ``k``, their
+    maximum ``k*`` is found by Newton steps on ``t'(k) = 0``, and the window
+    spans ``14`` curvature widths and 40 terms either side. A row whose window ends less
+    than ``_SERIES_DROP`` below the top (a ``k*`` the Newton steps missed),
+    or whose ``k*`` exceeds ``_SERIES_MAX_INDEX`` (a dispersion tiny against
+    ``y``: millions of terms), is NaN. scipy's ``log_wright_bessel`` loses
+    digits where ``x`` is large and underflows where ``a`` is (powers near
+    1); this sum does neither.
+    """
+    log_x = np.asarray(log_x, dtype=np.float64)
+    # Stirling: log k + a log(a k) = log x at the top; then Newton on log k.
+    log_k = (log_x - a * np.log(a)) / (1 + a)
+    for _ in range(4):
+        k = np.exp(np.clip(log_k, -30.0, 40.0))
+        slope = log_x - digamma(k + 1) - a * digamma(a * k)
+        curve = polygamma(1, k + 1) + a**2 * polygamma(1, a * k)
+        log_k = np.log(k) + slope / (curve * k)
+    top = np.maximum(np.round(np.exp(np.clip(log_k, -30.0, 40.0))), 1.0)
+    width = 14.0 / np.sqrt(polygamma(1, top + 1) + a**2 * polygamma(1, a * top))
+    # (near k = 1 the log-terms fall faster than the quadratic: 40 more terms)
+    low = np.maximum(np.floor(top - width) - 40, 1.0)
+    high = np.ceil(top + width) + 40
+    result = np.full(log_x.shape, np.nan)
+    ok = high < _SERIES_MAX_INDEX
+    if not np.any(ok):
+        return result
+    low, high, rows = low[ok], high[ok], np.flatnonzero(ok)
+    counts = (high - low + 1).astype(np.int64)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    k = np.repeat(low, counts) + (np.arange(counts.sum()) - np.repeat(starts, counts))
+    t = np.repeat(log_x[rows], counts) * k - gammaln(k + 1) - gammaln(a * k)
+    peak = np.maximum.reduceat(t, starts)
+    total = np.add.reduceat(np.exp(t - np.repeat(peak, counts)), starts)
+    value = peak + np.log(total)
+    first, last = t[starts], t[starts + counts - 1]
+    closed = (last < peak - _SERIES_DROP) & ((low == 1) | (first < peak - _SERIES_DROP))
+    result[rows] = np.where(closed, value, np.nan)
+    return result
 
 
 FAMILIES: dict[str, type[Family]] = {

@@ -355,6 +355,13 @@ def _build(config: dict, tensors: dict[str, torch.Tensor], preprocessor):
         model.fit_times_ = _fit_times(fitted["fit_times_"])
     model.n_iter_ = _int(fitted["n_iter_"], "n_iter_", low=0)
     model.offset_used_ = _bool(fitted["offset_used_"], "offset_used_")
+    # Files from before it lack it: predict then checks the offset's spread only.
+    bounds = fitted.get("offset_range_")
+    model.offset_range_ = None
+    if bounds is not None:
+        if not isinstance(bounds, list) or len(bounds) != 2:
+            raise ModelFileError(f"offset_range_ must be [min, max]; got {bounds!r}.")
+        model.offset_range_ = tuple(_number(v, "offset_range_") for v in bounds)
     if "best_epoch_" in fitted:
         model.best_epoch_ = _int(fitted["best_epoch_"], "best_epoch_", low=0)
     for key in ("validation_gain_", "validation_gain_se_", "balance_correction_"):
