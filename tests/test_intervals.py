@@ -219,12 +219,9 @@ def test_multinomial_global_glm_interval_is_the_glms():
         local_penalty=np.inf, interval_members=2, random_state=0
     ).fit(frame, labels)
     assert model.interval_members_ == []
-    table = model.coef_table(frame, labels, alpha=0.1)
+    table = model.coef_table(frame, labels, alpha=0.1)  # class k - class 0, k >= 1
     n_classes, n_terms = 3, 5  # intercept, a, c, b_x, b_z
-    if "reference_class" in table.attrs:  # class k - class 0, k >= 1
-        to_local = np.kron(np.eye(n_classes)[:, 1:] - 1 / n_classes, np.eye(n_terms))
-    else:  # every class's coefficients
-        to_local = np.eye(n_classes * n_terms)
+    to_local = np.kron(np.eye(n_classes)[:, 1:] - 1 / n_classes, np.eye(n_terms))
     coef = to_local @ table["coef"].to_numpy()
     se = np.sqrt(np.diag(to_local @ table.attrs["cov"] @ to_local.T))
     local = model.local_coef(frame.head(4), interval=0.9)
