@@ -1,4 +1,4 @@
-"""Exponential families and their links, in torch.
+"""Exponential families and their links, for torch tensors and numpy arrays.
 
 Each family is a small object that knows its valid range of ``y``, its link and
 inverse link, its unit variance, its unit deviance and a starting value for the
@@ -7,21 +7,32 @@ the link scale) so that they stay finite and differentiable for any finite
 ``eta``. Conventions follow scikit-learn: ``mean_tweedie_deviance`` and friends
 equal :meth:`Family.deviance`.
 
-All tensor methods keep the dtype and device of their inputs.
+Each formula is written once, on the array functions of its input's
+namespace (:func:`_namespace`): torch's for tensors (training, and the GLM's
+derivatives by autograd), numpy's and ``scipy.special``'s for numpy arrays
+(prediction, which then needs no torch). The array methods keep the dtype and
+device of their inputs and return the input's kind.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
+from scipy import special
 from scipy.optimize import brentq
 from scipy.special import digamma, gammaln, polygamma
 from scipy.special import xlogy as xlogy_np
-from torch import Tensor
-from torch.special import xlogy
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    #: What the formulas take and give: a torch tensor or a numpy array.
+    Array = Tensor | np.ndarray
 
 __all__ = [
     "FAMILIES",
@@ -41,26 +52,104 @@ _MEAN_FLOOR = 1e-12
 #: Bounds of the maximum likelihood negative binomial theta.
 THETA_MIN, THETA_MAX = 1e-8, 1e8
 
+#: Link name -> (link, inverse link), named as functions of :func:`_namespace`.
 _LINKS = {
-    "identity": (lambda mu: mu, lambda eta: eta),
-    "log": (torch.log, torch.exp),
-    "logit": (torch.logit, torch.sigmoid),
+    "identity": ("identity", "identity"),
+    "log": ("log", "exp"),
+    "logit": ("logit", "sigmoid"),
 }
 
 
-def _flat(t: Tensor) -> Tensor:
-    """Turn a single-output ``[n, 1]`` tensor into ``[n]``; leave others as they are."""
-    return t.reshape(-1) if t.dim() == 2 and t.shape[1] == 1 else t
+def _quiet(function):
+    """``function`` under ``np.errstate(all="ignore")``: silent on log(0) and
+    overflow, as torch is (the formulas are written for those infinities)."""
+
+    @functools.wraps(function)
+    def quiet(*args):
+        with np.errstate(all="ignore"):
+            return function(*args)
+
+    return quiet
 
 
-def _softplus(eta: Tensor) -> Tensor:
+def _identity(x):
+    return x
+
+
+#: The array functions of the formulas on numpy arrays (float64 in, float64
+#: out): numpy's and scipy.special's equivalents of torch's.
+_NUMPY = SimpleNamespace(
+    identity=_identity,
+    exp=_quiet(np.exp),
+    log=_quiet(np.log),
+    log1p=_quiet(np.log1p),
+    logaddexp=_quiet(np.logaddexp),
+    logit=_quiet(special.logit),
+    sigmoid=special.expit,
+    logsigmoid=_quiet(lambda x: -np.logaddexp(0.0, -x)),
+    softmax=lambda x: special.softmax(x, axis=-1),
+    log_softmax=lambda x: special.log_softmax(x, axis=-1),
+    xlogy=_quiet(special.xlogy),
+    zeros_like=np.zeros_like,
+    ones_like=np.ones_like,
+    stack_columns=lambda columns: np.stack(columns, axis=1),
+    clamp_min=np.maximum,
+    tiny=lambda x: np.finfo(x.dtype).tiny,
+    mean_last=lambda x: x.mean(axis=-1, keepdims=True),
+    like=lambda w, x: np.asarray(w, dtype=x.dtype),
+)
+
+
+@functools.cache
+def _torch_namespace() -> SimpleNamespace:
+    """:data:`_NUMPY`'s functions, torch's (imported at the first tensor)."""
+    import torch
+
+    return SimpleNamespace(
+        identity=_identity,
+        exp=torch.exp,
+        log=torch.log,
+        log1p=torch.log1p,
+        logaddexp=torch.logaddexp,
+        logit=torch.logit,
+        sigmoid=torch.sigmoid,
+        logsigmoid=torch.nn.functional.logsigmoid,
+        softmax=lambda x: torch.softmax(x, dim=-1),
+        log_softmax=lambda x: torch.log_softmax(x, dim=-1),
+        xlogy=torch.special.xlogy,
+        zeros_like=torch.zeros_like,
+        ones_like=torch.ones_like,
+        stack_columns=lambda columns: torch.stack(columns, dim=1),
+        clamp_min=torch.clamp_min,
+        tiny=lambda x: torch.finfo(x.dtype).tiny,
+        mean_last=lambda x: x.mean(dim=-1, keepdim=True),
+        like=lambda w, x: torch.as_tensor(w).to(dtype=x.dtype, device=x.device),
+    )
+
+
+def _namespace(x) -> SimpleNamespace:
+    """The array functions for ``x``: numpy's for numpy arrays and scalars,
+    torch's for anything else (tensors)."""
+    if isinstance(x, (np.ndarray, np.generic, float, int)):
+        return _NUMPY
+    return _torch_namespace()
+
+
+def _flat(t: Array) -> Array:
+    """Turn a single-output ``[n, 1]`` array into ``[n]``; leave others as they are."""
+    return t.reshape(-1) if t.ndim == 2 and t.shape[1] == 1 else t
+
+
+def _softplus(eta: Array) -> Array:
     """``log(1 + exp(eta))`` without overflow and without a threshold cut-off."""
-    return torch.logaddexp(eta, torch.zeros_like(eta))
+    xp = _namespace(eta)
+    return xp.logaddexp(eta, xp.zeros_like(eta))
 
 
-def _y_exp(y: Tensor, a: Tensor) -> Tensor:
+def _y_exp(y: Array, a: Array) -> Array:
     """``y * exp(a)`` for ``y >= 0`` that gives 0 (not NaN) when y = 0, exp(a) = inf."""
-    return torch.exp(torch.log(y) + a)
+    xp = _namespace(a)
+    return xp.exp(xp.log(y) + a)
 
 
 class Family:
@@ -188,13 +277,15 @@ class Family:
         )
 
     # ------------------------------------------------------------------ links
-    def link(self, mu: Tensor) -> Tensor:
-        """Map the mean ``mu`` to the linear predictor ``eta``."""
-        return _LINKS[self.link_name][0](mu)
+    def link(self, mu: Array) -> Array:
+        """Map the mean ``mu`` (a tensor or a numpy array) to the linear
+        predictor ``eta``."""
+        return getattr(_namespace(mu), _LINKS[self.link_name][0])(mu)
 
-    def inverse_link(self, eta: Tensor) -> Tensor:
-        """Map the linear predictor ``eta`` to the mean ``mu``."""
-        return _LINKS[self.link_name][1](eta)
+    def inverse_link(self, eta: Array) -> Array:
+        """Map the linear predictor ``eta`` (a tensor or a numpy array) to the
+        mean ``mu``."""
+        return getattr(_namespace(eta), _LINKS[self.link_name][1])(eta)
 
     @property
     def has_balance_correction(self) -> bool:
@@ -238,46 +329,47 @@ class Family:
         return float(np.sum(w * (y - mu)) / np.sum(w))
 
     # -------------------------------------------------------------- deviance
-    def unit_deviance(self, y: Tensor, eta: Tensor) -> Tensor:
+    def unit_deviance(self, y: Array, eta: Array) -> Array:
         """Deviance of each row, computed from the linear predictor.
 
         Parameters
         ----------
-        y : Tensor of shape [n] (``[n, K]`` for multinomial)
-            Target values in the family's range.
-        eta : Tensor of shape [n] or [n, 1] (``[n, K]`` for multinomial)
+        y : Tensor or ndarray of shape [n] (``[n, K]`` for multinomial)
+            Target values in the family's range, of ``eta``'s kind.
+        eta : Tensor or ndarray of shape [n] or [n, 1] (``[n, K]`` for multinomial)
             Linear predictor on the link scale.
 
         Returns
         -------
-        Tensor of shape [n]
+        Tensor or ndarray of shape [n]
+            Of ``eta``'s kind.
         """
         raise NotImplementedError
 
     def deviance(
-        self, y: Tensor, eta: Tensor, sample_weight: Tensor | None = None
-    ) -> Tensor:
+        self, y: Array, eta: Array, sample_weight: Array | None = None
+    ) -> Array:
         """Weighted mean of the unit deviance, ``sum(w * d) / sum(w)``.
 
         Parameters
         ----------
-        y, eta : Tensor
+        y, eta : Tensor or ndarray
             As in :meth:`unit_deviance`.
-        sample_weight : Tensor of shape [n], optional
+        sample_weight : Tensor or ndarray of shape [n], optional
             Row weights; equal weights if omitted.
 
         Returns
         -------
-        Tensor
-            A scalar tensor.
+        Tensor or numpy scalar
+            A scalar tensor for tensors; a numpy float for numpy arrays.
         """
         d = self.unit_deviance(y, eta)
         if sample_weight is None:
             return d.mean()
-        w = _flat(sample_weight).to(dtype=d.dtype, device=d.device)
+        w = _namespace(d).like(_flat(sample_weight), d)
         return (w * d).sum() / w.sum()
 
-    def unit_variance(self, mu: Tensor) -> Tensor:
+    def unit_variance(self, mu: Array) -> Array:
         """Variance of ``y`` as a function of its mean, up to the dispersion."""
         raise NotImplementedError
 
@@ -363,11 +455,12 @@ class Family:
         amounts): scikit-learn's ``positive_only`` target tag."""
         return self._y_low >= 0 and self._y_high == math.inf
 
-    def predict_proba(self, eta: Tensor) -> Tensor:
-        """Class probabilities ``[n, n_classes]`` from ``eta`` ``[n, n_outputs]``."""
+    def predict_proba(self, eta: Array) -> Array:
+        """Class probabilities ``[n, n_classes]`` from ``eta`` ``[n, n_outputs]``
+        (a tensor or a numpy array)."""
         raise TypeError(f"{self._label()} does not model classes.")
 
-    def predict_log_proba(self, eta: Tensor) -> Tensor:
+    def predict_log_proba(self, eta: Array) -> Array:
         """Log of :meth:`predict_proba`, computed on the link scale (finite
         where the probabilities round to 0)."""
         raise TypeError(f"{self._label()} does not model classes.")
@@ -387,7 +480,7 @@ class Family:
     def residual(self, y: np.ndarray, mu: np.ndarray) -> np.ndarray:
         """Pearson residual of ``y`` at mean ``mu`` (both ``[n, n_outputs]``),
         clipped to [-10, 10]."""
-        variance = self.unit_variance(torch.as_tensor(mu)).numpy()
+        variance = self.unit_variance(mu)
         return np.clip((y - mu) / np.sqrt(np.maximum(variance, 1e-12)), -10, 10)
 
     # ------------------------------------------------------- starting values
@@ -442,7 +535,7 @@ class Family:
         y = np.asarray(y, dtype=np.float64).reshape(-1)
         w = None if sample_weight is None else np.asarray(sample_weight).reshape(-1)
         mean = self._clip_mean(np.atleast_1d(np.average(y, weights=w)))
-        return self.link(torch.as_tensor(mean, dtype=torch.float64)).numpy()
+        return self.link(mean)
 
 
 class GaussianFamily(Family):
@@ -452,11 +545,11 @@ class GaussianFamily(Family):
     estimated_dispersion = True
     canonical_link = True
 
-    def unit_deviance(self, y: Tensor, eta: Tensor) -> Tensor:
+    def unit_deviance(self, y: Array, eta: Array) -> Array:
         return (_flat(y) - _flat(eta)) ** 2
 
-    def unit_variance(self, mu: Tensor) -> Tensor:
-        return torch.ones_like(mu)
+    def unit_variance(self, mu: Array) -> Array:
+        return _namespace(mu).ones_like(mu)
 
     def loglike_obs(self, y, mu, var_weights=None, scale=1.0) -> np.ndarray:
         y, mu, v = _loglike_args(y, mu, var_weights)
@@ -479,21 +572,23 @@ class BinomialFamily(Family):
     _y_low, _y_high = 0.0, 1.0
     is_classification = True
 
-    def predict_proba(self, eta: Tensor) -> Tensor:
-        p = torch.sigmoid(eta[:, 0])
-        return torch.stack([1.0 - p, p], dim=1)
+    def predict_proba(self, eta: Array) -> Array:
+        xp = _namespace(eta)
+        p = xp.sigmoid(eta[:, 0])
+        return xp.stack_columns([1.0 - p, p])
 
-    def predict_log_proba(self, eta: Tensor) -> Tensor:
-        log_p = torch.nn.functional.logsigmoid(eta[:, 0])
-        log_q = torch.nn.functional.logsigmoid(-eta[:, 0])
-        return torch.stack([log_q, log_p], dim=1)
+    def predict_log_proba(self, eta: Array) -> Array:
+        xp = _namespace(eta)
+        log_p = xp.logsigmoid(eta[:, 0])
+        log_q = xp.logsigmoid(-eta[:, 0])
+        return xp.stack_columns([log_q, log_p])
 
-    def unit_deviance(self, y: Tensor, eta: Tensor) -> Tensor:
-        y, eta = _flat(y), _flat(eta)
-        saturated = xlogy(y, y) + xlogy(1 - y, 1 - y)
+    def unit_deviance(self, y: Array, eta: Array) -> Array:
+        y, eta, xp = _flat(y), _flat(eta), _namespace(eta)
+        saturated = xp.xlogy(y, y) + xp.xlogy(1 - y, 1 - y)
         return 2 * (_softplus(eta) - y * eta + saturated)
 
-    def unit_variance(self, mu: Tensor) -> Tensor:
+    def unit_variance(self, mu: Array) -> Array:
         return mu * (1 - mu)
 
     def loglike_obs(self, y, mu, var_weights=None, scale=1.0) -> np.ndarray:
@@ -540,18 +635,20 @@ class MultinomialFamily(Family):
                 f"summing to {float(sums[bad][0])}."
             )
 
-    def link(self, mu: Tensor) -> Tensor:
-        log_mu = torch.log(mu.clamp_min(torch.finfo(mu.dtype).tiny))
-        return log_mu - log_mu.mean(dim=-1, keepdim=True)
+    def link(self, mu: Array) -> Array:
+        xp = _namespace(mu)
+        log_mu = xp.log(xp.clamp_min(mu, xp.tiny(mu)))
+        return log_mu - xp.mean_last(log_mu)
 
-    def inverse_link(self, eta: Tensor) -> Tensor:
-        return torch.softmax(eta, dim=-1)
+    def inverse_link(self, eta: Array) -> Array:
+        return _namespace(eta).softmax(eta)
 
-    def unit_deviance(self, y: Tensor, eta: Tensor) -> Tensor:
-        log_p = torch.log_softmax(eta, dim=-1)
-        return 2 * (xlogy(y, y) - y * log_p).sum(dim=-1)
+    def unit_deviance(self, y: Array, eta: Array) -> Array:
+        xp = _namespace(eta)
+        log_p = xp.log_softmax(eta)
+        return 2 * (xp.xlogy(y, y) - y * log_p).sum(-1)
 
-    def unit_variance(self, mu: Tensor) -> Tensor:
+    def unit_variance(self, mu: Array) -> Array:
         return mu * (1 - mu)
 
     def loglike_obs(self, y, mu, var_weights=None, scale=1.0) -> np.ndarray:
@@ -561,11 +658,11 @@ class MultinomialFamily(Family):
         v = np.ones(y.shape[0]) if var_weights is None else np.asarray(var_weights)
         return v * xlogy_np(y, mu).sum(axis=1)
 
-    def predict_proba(self, eta: Tensor) -> Tensor:
-        return torch.softmax(eta, dim=1)
+    def predict_proba(self, eta: Array) -> Array:
+        return _namespace(eta).softmax(eta)  # eta is [n, K]: over the classes
 
-    def predict_log_proba(self, eta: Tensor) -> Tensor:
-        return torch.log_softmax(eta, dim=1)
+    def predict_log_proba(self, eta: Array) -> Array:
+        return _namespace(eta).log_softmax(eta)
 
     def residual(self, y: np.ndarray, mu: np.ndarray) -> np.ndarray:
         """``y - mu`` per class (the classes' variances are not a diagonal)."""
@@ -594,7 +691,7 @@ class MultinomialFamily(Family):
         y = np.asarray(y, dtype=np.float64)
         w = None if sample_weight is None else np.asarray(sample_weight).reshape(-1)
         p = np.maximum(np.average(y, axis=0, weights=w), _MEAN_FLOOR)
-        return self.link(torch.as_tensor(p, dtype=torch.float64)).numpy()
+        return self.link(p)
 
 
 class PoissonFamily(Family):
@@ -606,11 +703,11 @@ class PoissonFamily(Family):
     y_range_text = "y >= 0"
     _y_low = 0.0
 
-    def unit_deviance(self, y: Tensor, eta: Tensor) -> Tensor:
-        y, eta = _flat(y), _flat(eta)
-        return 2 * (xlogy(y, y) - y * eta - y + torch.exp(eta))
+    def unit_deviance(self, y: Array, eta: Array) -> Array:
+        y, eta, xp = _flat(y), _flat(eta), _namespace(eta)
+        return 2 * (xp.xlogy(y, y) - y * eta - y + xp.exp(eta))
 
-    def unit_variance(self, mu: Tensor) -> Tensor:
+    def unit_variance(self, mu: Array) -> Array:
         return mu
 
     def loglike_obs(self, y, mu, var_weights=None, scale=1.0) -> np.ndarray:
@@ -626,11 +723,11 @@ class GammaFamily(Family):
     y_range_text = "y > 0"
     _y_low, _y_low_inclusive = 0.0, False
 
-    def unit_deviance(self, y: Tensor, eta: Tensor) -> Tensor:
-        y, eta = _flat(y), _flat(eta)
-        return 2 * (eta - torch.log(y) + _y_exp(y, -eta) - 1)
+    def unit_deviance(self, y: Array, eta: Array) -> Array:
+        y, eta, xp = _flat(y), _flat(eta), _namespace(eta)
+        return 2 * (eta - xp.log(y) + _y_exp(y, -eta) - 1)
 
-    def unit_variance(self, mu: Tensor) -> Tensor:
+    def unit_variance(self, mu: Array) -> Array:
         return mu**2
 
     def loglike_obs(self, y, mu, var_weights=None, scale=1.0) -> np.ndarray:
@@ -680,22 +777,22 @@ class TweedieFamily(Family):
     def _label(self) -> str:
         return f"The tweedie family with power={self.power}"
 
-    def unit_deviance(self, y: Tensor, eta: Tensor) -> Tensor:
-        y, eta, p = _flat(y), _flat(eta), self.power
+    def unit_deviance(self, y: Array, eta: Array) -> Array:
+        y, eta, p, xp = _flat(y), _flat(eta), self.power, _namespace(eta)
         if p == 0:
             return (y - eta) ** 2
         if p == 1:
-            return 2 * (xlogy(y, y) - y * eta - y + torch.exp(eta))
+            return 2 * (xp.xlogy(y, y) - y * eta - y + xp.exp(eta))
         if p == 2:
-            return 2 * (eta - torch.log(y) + _y_exp(y, -eta) - 1)
+            return 2 * (eta - xp.log(y) + _y_exp(y, -eta) - 1)
         return 2 * (
-            torch.pow(y, 2 - p) / ((1 - p) * (2 - p))
+            y ** (2 - p) / ((1 - p) * (2 - p))
             - _y_exp(y, (1 - p) * eta) / (1 - p)
-            + torch.exp((2 - p) * eta) / (2 - p)
+            + xp.exp((2 - p) * eta) / (2 - p)
         )
 
-    def unit_variance(self, mu: Tensor) -> Tensor:
-        return torch.pow(mu, self.power)
+    def unit_variance(self, mu: Array) -> Array:
+        return mu**self.power
 
     def loglike_obs(self, y, mu, var_weights=None, scale=1.0) -> np.ndarray:
         """The Tweedie log-density; NaN for ``power > 2``.
@@ -760,14 +857,14 @@ class NegativeBinomialFamily(Family):
     def _params(self) -> dict[str, float]:
         return {"theta": self.theta}
 
-    def unit_deviance(self, y: Tensor, eta: Tensor) -> Tensor:
-        y, eta, theta = _flat(y), _flat(eta), self.theta
+    def unit_deviance(self, y: Array, eta: Array) -> Array:
+        y, eta, theta, xp = _flat(y), _flat(eta), self.theta, _namespace(eta)
         # log(1 + theta * mu) = softplus(eta + log(theta)), stable for large eta.
         log1p_theta_mu = _softplus(eta + math.log(theta))
-        log_ratio = torch.log1p(theta * y) - log1p_theta_mu
-        return 2 * (xlogy(y, y) - y * eta - (y + 1 / theta) * log_ratio)
+        log_ratio = xp.log1p(theta * y) - log1p_theta_mu
+        return 2 * (xp.xlogy(y, y) - y * eta - (y + 1 / theta) * log_ratio)
 
-    def unit_variance(self, mu: Tensor) -> Tensor:
+    def unit_variance(self, mu: Array) -> Array:
         return mu + self.theta * mu**2
 
     def loglike_obs(self, y, mu, var_weights=None, scale=1.0) -> np.ndarray:
