@@ -249,6 +249,7 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
         self,
         *,
         scale_numeric: bool = True,
+        # None: every level kept, as statsmodels and R (docs/decisions/every_level.md).
         min_frequency: float | int | None = None,
         max_categories: int | None = None,
         add_missing_indicator: bool = True,
