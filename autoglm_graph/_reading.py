@@ -243,6 +243,53 @@ class _ReadingMixin:
             self, X, y, sample_weight, offset, cov_type=cov_type, weights=weights
         )
 
+    def summary(
+        self,
+        X,
+        y,
+        sample_weight=None,
+        offset=None,
+        *,
+        alpha: float = 0.05,
+        cov_type: str = "fisher",
+        weights: str = "variance",
+    ):
+        """The global GLM's summary table, as statsmodels' ``GLMResults.summary()``.
+
+        See :func:`autoglm_graph.summary.glm_summary`.
+
+        Parameters
+        ----------
+        X, y, sample_weight, offset
+            The data of the fit (the estimator keeps neither its design nor y).
+        alpha : float, default=0.05
+            Level of the confidence intervals (not the L2 penalty).
+        cov_type : {"fisher", "sandwich"}, default="fisher"
+        weights : {"variance", "frequency"}, default="variance"
+            What ``sample_weight`` means (statsmodels' ``var_weights`` or
+            ``freq_weights``).
+
+        Returns
+        -------
+        GLMSummary
+            ``print`` it for the table: family, link, rows, parameters,
+            deviance, null deviance, D², log-likelihood, AIC, BIC, scale and
+            the coefficients; ``.header`` (dict) and ``.coefficients``
+            (DataFrame) hold the numbers.
+        """
+        from .summary import glm_summary
+
+        return glm_summary(
+            self,
+            X,
+            y,
+            sample_weight,
+            offset,
+            alpha=alpha,
+            cov_type=cov_type,
+            weights=weights,
+        )
+
     def factor_table(
         self,
         X,
