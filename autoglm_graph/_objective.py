@@ -10,6 +10,8 @@ estimator, so that the search need not refit it.
 
 from __future__ import annotations
 
+import logging
+import re
 import threading
 
 import numpy as np
@@ -25,10 +27,26 @@ from ._optuna import OptunaPruningCallback, _suggest
 from .families import Family
 from .neighbors import NeighborCache
 
-__all__ = ["CAUGHT", "TrialObjective"]
+__all__ = ["CAUGHT", "NUMERICAL_FAILURE", "TrialObjective", "is_numerical_failure"]
 
 #: Errors that fail a trial, not the search.
 CAUGHT = (ValueError, FloatingPointError)
+#: The user attribute holding why a trial whose fit failed numerically was pruned.
+NUMERICAL_FAILURE = "numerical_failure"
+
+# The words of scikit-learn's ("Input contains NaN", "... infinity or a value
+# too large"), torch's ("found invalid values: tensor([nan])") and our own
+# ("The training loss became inf") errors about non-finite numbers.
+_NON_FINITE = re.compile(r"\bnan\b|\binf\b|infinit|non-finite|not finite", re.I)
+_LOGGER = logging.getLogger("autoglm_graph.search")
+
+
+def is_numerical_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` says that a fit diverged (non-finite numbers), as
+    opposed to a setting or data error."""
+    if isinstance(exc, FloatingPointError):
+        return True
+    return isinstance(exc, ValueError) and bool(_NON_FINITE.search(str(exc)))
 
 
 class _Data:
@@ -164,8 +182,13 @@ class TrialObjective:
                 score = self.cv_score(est, trial)
                 global_score = None
         except CAUGHT as exc:
-            trial.set_user_attr("fail_reason", f"{type(exc).__name__}: {exc}")
+            reason = " ".join(f"{type(exc).__name__}: {exc}".split())  # one line
+            if is_numerical_failure(exc):
+                _prune_diverged(trial, params, reason)
+            trial.set_user_attr("fail_reason", reason)
             raise
+        if not np.isfinite(score):
+            _prune_diverged(trial, params, f"the trial's score is {score}")
         if global_score is not None:
             trial.set_user_attr("global_score", global_score)
         if self.folds is None and self.keep_best:
@@ -243,6 +266,27 @@ class TrialObjective:
             )
         mu = est.predict(rows.X, offset=rows.offset)
         return -_deviance(self.reference_family, mu, rows)
+
+
+def _prune_diverged(trial, params: dict, reason: str) -> None:
+    """Prune a trial whose fit failed numerically, said in one line.
+
+    A diverging trial (too large a learning rate, say) is a bad point of the
+    space, not a bug: it is pruned, as Optuna prunes a bad trial, and the
+    search goes on. Failing it instead had Optuna log it with a traceback.
+    """
+    trial.set_user_attr(NUMERICAL_FAILURE, reason)
+    shown = {  # 4 significant digits: the exact values are in the study
+        name: float(f"{value:.4g}") if isinstance(value, float) else value
+        for name, value in params.items()
+    }
+    _LOGGER.warning(
+        "Trial %d pruned: its fit failed numerically (%s); parameters: %s",
+        trial.number,
+        reason,
+        shown,
+    )
+    raise optuna.TrialPruned(reason) from None
 
 
 def _deviance(family, mu: np.ndarray, rows: _Data) -> float:

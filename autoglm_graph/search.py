@@ -13,9 +13,12 @@ machines. :func:`auto_fit` is the one-call version for notebooks.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
+import threading
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -31,7 +34,7 @@ from sklearn.utils.validation import check_is_fitted
 from tqdm.auto import tqdm
 
 from ._base import _BaseGraphGLM
-from ._objective import CAUGHT, TrialObjective, _Data
+from ._objective import CAUGHT, NUMERICAL_FAILURE, TrialObjective, _Data
 from ._optuna import (
     JOURNAL_SUFFIXES,
     OptunaPruningCallback,
@@ -173,6 +176,20 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
         The input-space neighbour searches shared by this fit's trials.
     estimator_random_state_ : int
         The ``random_state`` every trial's estimator had.
+
+    Notes
+    -----
+    A trial whose fit fails numerically (a loss or score that is not finite,
+    a ``FloatingPointError``, a ``ValueError`` about NaN or infinite values:
+    too large a ``learning_rate``, say) is pruned, its reason in the trial's
+    user attribute ``"numerical_failure"``, and reported in one line (no
+    traceback) on the ``"autoglm_graph.search"`` logger at WARNING level; the
+    search goes on. Any other caught error (a ``ValueError``) fails the trial
+    as before (its ``"fail_reason"``). During ``fit`` each distinct warning
+    (category and text, e.g. an ``UnseenCategoryWarning`` for a level a
+    training fold never saw) is shown once, not once per trial and fold.
+    ``summary()`` reports no gain where ``best_estimator_`` is the global GLM
+    (its network was dropped), and says why (``global_only_reason_``).
 
     Examples
     --------
@@ -331,6 +348,10 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
         self
         """
         self._validate_params()
+        with _each_warning_once():
+            return self._fit(X, y, sample_weight, offset, groups)
+
+    def _fit(self, X, y, sample_weight, offset, groups) -> GraphGLMSearchCV:
         space = self._search_space()
         storage = make_storage(self.storage)
         data = _Data.of(self.estimator, X, y, sample_weight, offset, groups)
@@ -496,7 +517,10 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
         self.trials_dataframe_ = study.trials_dataframe()
         if not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
             failed = study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
-            reasons = {t.user_attrs.get("fail_reason") for t in failed} - {None}
+            trials = study.get_trials(deepcopy=False)
+            reasons = {t.user_attrs.get("fail_reason") for t in failed}
+            reasons |= {t.user_attrs.get(NUMERICAL_FAILURE) for t in trials}
+            reasons -= {None}
             raise ValueError(
                 f"No trial of study {study.study_name!r} completed "
                 f"({self.n_trials_} pruned, {len(failed)} failed). Failures: "
@@ -528,12 +552,23 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
         return self.study_.trials_dataframe(**kwargs)
 
     def summary(self) -> str:
-        """Trials run, the best score against the global GLM, the best parameters."""
+        """Trials run, the best score against the global GLM, the best parameters.
+
+        Where ``best_estimator_`` is the global GLM (its network was dropped),
+        no gain is reported: the summary says so, with its
+        ``global_only_reason_``.
+
+        Returns
+        -------
+        str
+        """
         check_is_fitted(self, "best_trial_")
         counts = {s: 0 for s in ("COMPLETE", "PRUNED", "FAIL")}
+        diverged = 0
         for t in self.study_.get_trials(deepcopy=False):
             if t.state.name in counts:
                 counts[t.state.name] += 1
+            diverged += NUMERICAL_FAILURE in t.user_attrs
         if self.cv_ is None:
             what = "negated validation deviance"
         elif self.scoring is not None:
@@ -544,24 +579,38 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
             what = "negated cross-validated deviance"
         lines = [
             f"{type(self).__name__}: study {self.study_.study_name!r}, "
-            f"{counts['COMPLETE']} complete, {counts['PRUNED']} pruned, "
-            f"{counts['FAIL']} failed trials",
+            f"{counts['COMPLETE']} complete, {counts['PRUNED']} pruned"
+            + (f" ({diverged} diverged)" if diverged else "")
+            + f", {counts['FAIL']} failed trials",
             f"best score, {what} (higher is better): {self.best_score_:.6g} "
             f"(trial {self.best_trial_.number})",
         ]
-        if self.global_score_ is not None:
-            gain = self.best_score_ - self.global_score_
-            pct = 100.0 * gain / abs(self.global_score_) if self.global_score_ else 0
-            # No "-0" or "-0.00 %" for a gain that rounds to nothing.
-            gain = float(f"{gain:.4g}") + 0.0
-            pct = round(pct, 2) + 0.0
-            lines.append(
-                f"global GLM on the same rows: {self.global_score_:.6g}; "
-                f"gain {gain:.4g} ({pct:+.2f} %)"
-            )
+        lines += self._gain_lines()
         lines.append("best parameters:")
         lines += [f"  {k} = {v!r}" for k, v in sorted(self.best_params_.items())]
         return "\n".join(lines)
+
+    def _gain_lines(self) -> list[str]:
+        """The global GLM's score and the best trial's gain over it; no gain
+        where the refit ``best_estimator_`` is the global GLM itself."""
+        best = getattr(self, "best_estimator_", None)
+        glm = None
+        if self.global_score_ is not None:
+            glm = f"global GLM on the same rows: {self.global_score_:.6g}"
+        if best is not None and best.is_global_only_:
+            return [
+                *([glm] if glm else []),
+                f"best_estimator_ is the global GLM ({best.global_only_reason_}); "
+                "gain over it: not applicable",
+            ]
+        if glm is None:
+            return []
+        gain = self.best_score_ - self.global_score_
+        pct = 100.0 * gain / abs(self.global_score_) if self.global_score_ else 0
+        # No "-0" or "-0.00 %" for a gain that rounds to nothing.
+        gain = float(f"{gain:.4g}") + 0.0
+        pct = round(pct, 2) + 0.0
+        return [f"{glm}; gain {gain:.4g} ({pct:+.2f} %)"]
 
     # ------------------------------------------------------------ pass-through
     def _best(self):
@@ -594,6 +643,31 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
                 )
             )
         return best.score(X, y, sample_weight=sample_weight, offset=offset)
+
+
+@contextlib.contextmanager
+def _each_warning_once():
+    """Within the block, show each distinct warning (category and text) once.
+
+    The trials and folds of a search fit and predict the same rows again and
+    again, so a warning about the data (a level that a training fold never
+    saw: ``UnseenCategoryWarning``) came once per trial and fold, ~20 times in
+    one search. The filters in force still apply to the first one.
+    """
+    seen: set[tuple[type, str]] = set()
+    lock = threading.Lock()  # trials run in threads with n_jobs > 1
+    with warnings.catch_warnings():
+        show = warnings.showwarning
+
+        def show_once(message, category, filename, lineno, file=None, line=None):
+            with lock:
+                if (category, str(message)) in seen:
+                    return
+                seen.add((category, str(message)))
+            show(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show_once
+        yield
 
 
 def _is_classification(family) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import logging
 import os
 import signal
 import subprocess
@@ -12,6 +13,7 @@ import time
 
 import numpy as np
 import optuna
+import pandas as pd
 import pytest
 from optuna.distributions import (
     CategoricalDistribution,
@@ -414,7 +416,10 @@ def test_bad_cv_string_raises(poisson_data):
 def test_summary_prints_no_negative_zero(poisson_data):
     X, y = poisson_data
     est = GraphGLMRegressor(family="poisson", local_penalty=np.inf, **FAST)
-    search = GraphGLMSearchCV(est, SMALL_SPACE, n_trials=1, cv=2, random_state=0)
+    # refit=False: a refit global GLM would have no gain to print at all
+    search = GraphGLMSearchCV(
+        est, SMALL_SPACE, n_trials=1, cv=2, refit=False, random_state=0
+    )
     search.fit(X, y)
     search.best_score_, search.global_score_ = -0.0, 0.0  # a perfect fit, twice
     assert "gain 0 (+0.00 %)" in search.summary()
@@ -478,3 +483,111 @@ def test_no_y_without_a_left_side_is_an_error(poisson_data):
     est = GraphGLMRegressor(family="poisson", **FAST)
     with pytest.raises(ValueError, match="y is None"):
         GraphGLMSearchCV(est, SMALL_SPACE, n_trials=1).fit(X)
+
+
+# ------------------------------------------------------------ #44, point 9
+@pytest.fixture()
+def optuna_logs(caplog):
+    """Optuna's log records (a failed trial's traceback) in ``caplog`` too."""
+    optuna.logging.enable_propagation()
+    try:
+        with caplog.at_level(logging.WARNING):
+            yield caplog
+    finally:
+        optuna.logging.disable_propagation()
+
+
+@pytest.mark.parametrize("cv", [None, 2], ids=["validation", "cv2"])
+def test_a_diverging_trial_is_pruned_in_one_line(poisson_data, optuna_logs, cv):
+    X, y = poisson_data
+    storage = optuna.storages.InMemoryStorage()
+    study = optuna.create_study(storage=storage, study_name="lr", direction="maximize")
+    study.enqueue_trial({"learning_rate": 1e3})  # the loss is inf at epoch 2
+    study.enqueue_trial({"learning_rate": 1e-2})
+    space = {"learning_rate": FloatDistribution(1e-3, 1e3, log=True)}
+    est = GraphGLMRegressor(family="poisson", **FAST)
+    search = GraphGLMSearchCV(
+        est, space, n_trials=2, storage=storage, study_name="lr", cv=cv
+    ).fit(X, y)
+    diverged, fine = search.study_.trials
+    assert (diverged.state, fine.state) == (TrialState.PRUNED, TrialState.COMPLETE)
+    assert diverged.user_attrs["numerical_failure"].startswith(
+        "FloatingPointError: The training loss became inf at epoch 2"
+    )
+    assert "Traceback" not in optuna_logs.text
+    (record,) = optuna_logs.records  # one line, from the search's logger
+    assert (record.name, record.levelno) == ("autoglm_graph.search", logging.WARNING)
+    message = record.getMessage()
+    assert message.startswith(
+        "Trial 0 pruned: its fit failed numerically (FloatingPointError: "
+    )
+    assert message.endswith("; parameters: {'learning_rate': 1000.0}")
+    assert "\n" not in message and record.exc_info is None
+    assert "1 pruned (1 diverged), 0 failed trials" in search.summary()
+
+
+def test_a_non_finite_score_prunes_the_trial(poisson_data, optuna_logs, monkeypatch):
+    from autoglm_graph._objective import TrialObjective
+
+    monkeypatch.setattr(
+        TrialObjective, "_validation_scores", lambda self, est: (np.nan, -1.0)
+    )
+    est = GraphGLMRegressor(family="poisson", **FAST)
+    search = GraphGLMSearchCV(est, SMALL_SPACE, n_trials=1, cv=None, random_state=0)
+    with pytest.raises(ValueError, match=r"1 pruned, 0 failed\). .*score is nan"):
+        search.fit(*poisson_data)
+    assert search.study_.trials[0].state == TrialState.PRUNED
+    assert "Traceback" not in optuna_logs.text
+
+
+@pytest.mark.parametrize(
+    ("error", "numerical"),
+    [
+        (FloatingPointError("The training loss became nan at epoch 3"), True),
+        (ValueError("Input contains NaN."), True),
+        (ValueError("Input contains infinity or a value too large for dtype"), True),
+        (ValueError("found invalid values: tensor([inf])"), True),
+        (ValueError("The 'heads' parameter must divide hidden_channels=64"), False),
+        (ValueError("Unknown financial category 'financed'"), False),
+    ],
+    ids=["fp", "nan", "infinity", "inf", "setting", "words-with-nan-inside"],
+)
+def test_numerical_failures_are_told_from_other_errors(error, numerical):
+    from autoglm_graph._objective import is_numerical_failure
+
+    assert is_numerical_failure(error) is numerical
+
+
+def test_a_warning_is_shown_once_per_search(poisson_data):
+    """A level in the first fold's held-out rows only: each trial's first
+    fold, and the global GLM's, warned (3 times for 2 trials)."""
+    from autoglm_graph.preprocessing import UnseenCategoryWarning
+
+    X, y = poisson_data
+    frame = pd.DataFrame(X, columns=["x0", "x1", "x2"])
+    frame["region"] = np.where(np.arange(len(frame)) % 2, "north", "south")
+    frame.loc[0, "region"] = "rare"  # KFold(2): in the first fold's test rows
+    est = GraphGLMRegressor(family="poisson", **FAST)
+    for n_trials in (2, 1):  # and once again in the next search
+        search = GraphGLMSearchCV(
+            est, SMALL_SPACE, n_trials=n_trials, cv=2, random_state=0
+        )
+        with pytest.warns(UnseenCategoryWarning, match="'region': 'rare'") as record:
+            search.fit(frame, y)
+        unseen = [w for w in record if w.category is UnseenCategoryWarning]
+        assert len(unseen) == 1
+
+
+def test_summary_of_a_global_glm_refit_reports_no_gain(poisson_data):
+    X, y = poisson_data
+    est = GraphGLMRegressor(family="poisson", local_penalty=np.inf, **FAST)
+    search = GraphGLMSearchCV(est, SMALL_SPACE, n_trials=1, cv=2, random_state=0)
+    best = search.fit(X, y).best_estimator_
+    assert best.is_global_only_
+    text = search.summary()
+    assert f"global GLM on the same rows: {search.global_score_:.6g}\n" in text
+    assert (
+        f"best_estimator_ is the global GLM ({best.global_only_reason_}); "
+        "gain over it: not applicable"
+    ) in text
+    assert "gain 0" not in text and "%" not in text
