@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-import torch
 from sklearn.utils.validation import check_is_fitted
 
 from ._glm import fit_global_glm
@@ -256,13 +255,13 @@ class _GLMFit:
 
     def mean(self, eta: np.ndarray) -> np.ndarray:
         """The fitted means (class probabilities), shaped as ``y``."""
-        mu = self.family.inverse_link(torch.as_tensor(eta)).numpy()
+        mu = np.asarray(self.family.inverse_link(eta))
         return mu if self.family.multi_output else mu[:, 0]
 
     def deviance(self, eta: np.ndarray) -> float:
         """``sum_i w_i d_i`` (not the family's weighted mean)."""
-        d = self.family.unit_deviance(torch.as_tensor(self.y), torch.as_tensor(eta))
-        return float(self.w @ d.numpy())
+        d = self.family.unit_deviance(self.y, eta)
+        return float(self.w @ np.asarray(d))
 
     def pearson_chi2(self) -> float:
         """``sum_i w_i (y_i - mu_i)**2 / V(mu_i)``, summed over the classes."""
@@ -270,7 +269,7 @@ class _GLMFit:
         if self.family.multi_output:
             variance = mu  # the multinomial's Pearson statistic: (y - p)**2 / p
         else:
-            variance = self.family.unit_variance(torch.as_tensor(mu)).numpy()
+            variance = np.asarray(self.family.unit_variance(mu))
         chi2 = (self.y - mu) ** 2 / variance
         return float(self.w @ (chi2.sum(axis=1) if chi2.ndim == 2 else chi2))
 
