@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import functools
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-import torch
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GroupShuffleSplit, train_test_split
@@ -27,9 +27,9 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from ._fitted import FittedNetwork
 from ._formula import check_formula, split_target
 from ._glm import balance_glm, fit_global_glm, fit_negative_binomial
+from ._lazy import torch
 from ._location_fit import _LocationMixin
 from ._persistence import _PersistenceMixin
 from ._reading import _ReadingMixin
@@ -39,6 +39,7 @@ from ._terms_fit import _splines_local_of, _splines_of, _TermsMixin
 from ._threads import with_thread_limit
 from ._timing import PhaseTimes
 from ._validation import (
+    MESSAGE_PASSING,
     PRECISIONS,
     align_to_rows,
     check_callbacks,
@@ -51,13 +52,16 @@ from ._validation import (
 from .constraints import CoefficientMap, check_constraint_params, coefficient_map
 from .families import Family, NegativeBinomialFamily
 from .intervals import IntervalSettings, check_interval_members, check_interval_settings
-from .modules import MESSAGE_PASSING, NetConfig
 from .policy import FitPolicy
 from .predictor import Predictor
 from .preprocessing import TabularPreprocessor
-from .rows import GraphConfig, RowData
-from .stopping import EarlyStopping
-from .training import Trainer
+
+if TYPE_CHECKING:
+    from .rows import RowData
+    from .training import Trainer
+
+# The network's modules (torch_geometric among them) are imported by the
+# methods that train one: a model that is the global GLM predicts without.
 
 
 def _policy_of(estimator) -> FitPolicy:
@@ -516,6 +520,8 @@ class _BaseGraphGLM(
     def _fit_network(
         self, design, y_model, sample_weight, offset, glm, groups, neighbor_cache, times
     ) -> str | None:
+        from ._fitted import FittedNetwork
+
         rng = check_random_state(self.random_state)
         seed = int(rng.randint(np.iinfo(np.int32).max))
         train_pos, val_pos = self._split(y_model, design.shape[0], seed, groups)
@@ -598,6 +604,11 @@ class _BaseGraphGLM(
             )
 
     def _make_trainer(self, n_features: int, train: RowData) -> Trainer:
+        from .modules import NetConfig
+        from .rows import GraphConfig
+        from .stopping import EarlyStopping
+        from .training import Trainer
+
         policy = _policy_of(self)
         target_channels = 0 if train.targets is None else train.targets.shape[1]
         net = NetConfig(
@@ -645,6 +656,8 @@ class _BaseGraphGLM(
     def _row_data(
         self, design, y_model, sample_weight, offset, glm, train_pos, eta_shift=None
     ):
+        from .rows import RowData
+
         device = self.device_
         # np.require copies read-only input (a pandas Series' values): torch
         # warns on non-writable arrays.

@@ -19,13 +19,13 @@ import json
 import os
 import secrets
 import shutil
+import sys
 import warnings
 import zipfile
 import zlib
 from pathlib import Path
 
 import numpy as np
-import torch
 
 __all__ = [
     "CHECKSUMS_NAME",
@@ -485,7 +485,8 @@ def _plain(value):
         return [_plain(v) for v in value]
     if isinstance(value, np.generic):
         return value.item()
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
+    torch = sys.modules.get("torch")  # a tensor exists only once torch is imported
+    if torch is not None and isinstance(value, torch.Tensor) and value.numel() == 1:
         return value.item()
     if isinstance(value, _SCALARS):
         return value
@@ -502,7 +503,7 @@ def _labels_from_json(spec, tensors, what: str) -> np.ndarray:
     if dtype.kind not in _LABEL_KINDS | {"m", "M"}:
         raise ModelFileError(f"{what} may not have dtype {dtype}.")
     if "tensor" in spec:
-        values = tensors[what].numpy()
+        values = np.array(tensors[what])  # a torch tensor or a numpy array
     else:
         values = spec.get("values")
         if not isinstance(values, list) or not all(

@@ -21,11 +21,11 @@ import warnings
 from dataclasses import dataclass, replace
 
 import numpy as np
-import torch
 from scipy import linalg
 from scipy.optimize import minimize
 from sklearn.exceptions import ConvergenceWarning
 
+from ._lazy import torch
 from ._preprocessing_checks import _caller_stacklevel
 from .families import Family, NegativeBinomialFamily, PoissonFamily
 

@@ -4,15 +4,18 @@ anything is built from them (see :mod:`autoglm_graph.io`)."""
 from __future__ import annotations
 
 import dataclasses
-
-import torch
+import functools
+from typing import TYPE_CHECKING
 
 from ._container import TENSORS_NAME, ModelFileError, _int, _number
-from ._fitted import FittedNetwork
+from ._validation import MESSAGE_PASSING
 from .families import FAMILIES, Family
-from .modules import CONVS, MESSAGE_PASSING
-from .rows import RowData
-from .training import Trainer
+
+if TYPE_CHECKING:
+    import torch
+
+# The network's modules (torch, torch_geometric) are imported by the checks
+# of a file with a network only: a GLM-only model loads without them.
 
 #: Largest ``num_layers`` and ``heads`` a file may ask for (the tensors bound
 #: the widths; these bound the modules built before the tensors are checked).
@@ -21,10 +24,21 @@ MAX_LAYERS = 256
 #: The location effect's arrays, stored as ``location.<name>`` tensors.
 LOCATION_ARRAYS = ("points", "counts", "score", "info")
 
-# The settings of a fitted network's "trainer" record besides "graph".
-TRAINER_KEYS = frozenset({"n_outputs", "precision", *Trainer.SETTINGS})
-# The training rows' fields a file may store.
-_ROW_FIELDS = frozenset(f.name for f in dataclasses.fields(RowData))
+
+@functools.cache
+def trainer_keys() -> frozenset[str]:
+    """The settings of a fitted network's "trainer" record besides "graph"."""
+    from .training import Trainer
+
+    return frozenset({"n_outputs", "precision", *Trainer.SETTINGS})
+
+
+@functools.cache
+def _row_fields() -> frozenset[str]:
+    """The training rows' fields a file may store."""
+    from .rows import RowData
+
+    return frozenset(f.name for f in dataclasses.fields(RowData))
 
 
 def family_from_json(spec) -> Family:
@@ -107,6 +121,8 @@ def expected_shapes(
         raise ModelFileError(
             f"network.design_width must be the GLM's {p} terms; got {width!r}."
         )
+    from ._fitted import FittedNetwork
+
     _int(network["n_train"], "n_train")
     present = network["train_rows"]
     required = set(FittedNetwork.REQUIRED_ROWS)
@@ -115,7 +131,7 @@ def expected_shapes(
     if (
         not isinstance(present, list)
         or not required <= set(present)
-        or not set(present) <= _ROW_FIELDS
+        or not set(present) <= _row_fields()
     ):
         raise ModelFileError(f"train_rows lists {present!r}.")
     expected.update(FittedNetwork.expected_shapes({**network, "net": spec}))
@@ -239,6 +255,8 @@ def check_trainer_config(config: dict, graph: dict, model, n_outputs: int) -> No
 
 def checked_net_spec(spec) -> dict:
     """The network's configuration, its types checked (``build_net``'s input)."""
+    from .modules import CONVS
+
     if not isinstance(spec, dict):
         raise ModelFileError("network.net must be a JSON object.")
     if spec.get("conv") not in CONVS:

@@ -9,11 +9,14 @@ registered with :func:`autoglm_graph._saving.register_estimator`.
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
-from ._fitted import FittedNetwork
+from ._lazy import torch
 from ._saving import save_model
 from ._validation import resolve_device
+
+if TYPE_CHECKING:
+    from ._fitted import FittedNetwork
 
 
 class _PersistenceMixin:

@@ -13,13 +13,10 @@ import json
 import os
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import joblib
 import numpy as np
-import skops.io as sio
-import torch
-from safetensors.torch import save as st_save
 from sklearn.utils.validation import check_is_fitted
 
 from ._container import (
@@ -34,9 +31,12 @@ from ._container import (
     _plain,
     write_members,
 )
-from ._fitted import FittedNetwork
 from ._io_checks import LOCATION_ARRAYS
+from ._lazy import torch
 from .families import Family
+
+if TYPE_CHECKING:
+    from ._fitted import FittedNetwork
 
 __all__ = ["ESTIMATORS", "register_estimator", "save_model"]
 
@@ -118,6 +118,11 @@ def save_model(model, path: str | os.PathLike) -> Path:
     >>> bool(np.array_equal(same.predict(X), model.predict(X)))
     True
     """
+    # Imported here: the estimators import this module, and a model that is
+    # the global GLM loads and predicts without skops' or torch's imports.
+    import skops.io as sio
+    from safetensors.torch import save as st_save
+
     name = type(model).__name__
     if ESTIMATORS.get(name) is not type(model):
         raise TypeError(f"save_model saves {' and '.join(ESTIMATORS)}; got {name}.")

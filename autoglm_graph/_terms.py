@@ -26,9 +26,9 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
-import torch
 
 from ._formula import FormulaDesign
+from ._lazy import torch
 from ._splines import SplineDesign
 from .preprocessing import TabularPreprocessor
 

@@ -7,7 +7,9 @@ were measured on the 2-core CI machine. An estimator therefore runs with
 ``n_jobs`` threads (scikit-learn's meaning: ``None`` is 1 unless a joblib
 ``parallel_config`` says otherwise, ``-1`` all cores) for the duration of a
 call and then restores the caller's settings. faiss follows torch's setting
-(:mod:`autoglm_graph._faiss`).
+(:mod:`autoglm_graph._faiss`). A process that has not imported torch (the
+prediction of a model that is the global GLM) has no torch pool to limit and
+does not import torch for it.
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ import contextlib
 import functools
 import numbers
 import os
+import sys
 from collections.abc import Callable, Iterator
 
-import torch
 from joblib import effective_n_jobs
 from threadpoolctl import ThreadpoolController
 
@@ -55,16 +57,21 @@ def limit_threads(n_jobs: int | None) -> Iterator[int]:
     """Run the block with ``n_jobs`` torch, BLAS and OpenMP threads.
 
     Yields the number of threads; the caller's torch thread count and
-    thread-pool limits are restored on exit.
+    thread-pool limits are restored on exit. torch's count is set when torch
+    is imported (:func:`with_thread_limit` imports it for the methods it
+    wraps, which use it).
     """
     threads = n_threads(n_jobs)
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
+    torch = sys.modules.get("torch")
+    previous = None if torch is None else torch.get_num_threads()
+    if torch is not None:
+        torch.set_num_threads(threads)
     try:
         with _controller().limit(limits=threads):
             yield threads
     finally:
-        torch.set_num_threads(previous)
+        if torch is not None:
+            torch.set_num_threads(previous)
 
 
 def with_thread_limit(method: Callable) -> Callable:
@@ -72,6 +79,8 @@ def with_thread_limit(method: Callable) -> Callable:
 
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
+        import torch  # noqa: F401  (fit and explain run torch: limit its pool too)
+
         with limit_threads(getattr(self, "n_jobs", None)):
             return method(self, *args, **kwargs)
 

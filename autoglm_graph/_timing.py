@@ -6,7 +6,7 @@ import contextlib
 import time
 from collections.abc import Iterator
 
-import torch
+from ._lazy import torch
 
 __all__ = ["PHASES", "PhaseTimes"]
 

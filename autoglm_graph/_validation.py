@@ -9,7 +9,8 @@ import numbers
 
 import numpy as np
 import pandas as pd
-import torch
+
+from ._lazy import torch
 
 
 def check_number(
@@ -99,6 +100,9 @@ def resolve_device(device: str | torch.device) -> torch.device:
 
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+#: The values of ``message_passing`` (the layers are in :mod:`autoglm_graph.modules`;
+#: here, so that a model is checked without importing them).
+MESSAGE_PASSING = ("auto", "fused", "pyg")
 
 
 def resolve_precision(precision: str, device: torch.device) -> str:

@@ -32,10 +32,14 @@ the reported deviations are the map's, as without a varied base.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import Tensor
+
+from ._lazy import torch
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 __all__ = [
     "SIGNS",

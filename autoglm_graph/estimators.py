@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import torch
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.multiclass import check_classification_targets
@@ -612,7 +611,7 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
     def predict(self, X, offset=None) -> np.ndarray:
         """Predicted mean on the response scale, shape (n_samples,)."""
         eta = self._linear_predictor(X, offset)[:, 0]
-        return self.family_.inverse_link(torch.as_tensor(eta)).numpy()
+        return self.family_.inverse_link(eta)  # numpy: no torch for a GLM
 
     def predict_linear(self, X, offset=None) -> np.ndarray:
         """The linear predictor ``eta = offset + b_i + x_i . beta_i`` (link scale).
@@ -646,20 +645,15 @@ class GraphGLMRegressor(RegressorMixin, _BaseGraphGLM):
         """
         if offset is None and getattr(self, "offset_used_", False):
             raise ValueError(_SCORE_WITHOUT_OFFSET.format(type(self).__name__))
-        # Copies: torch warns on read-only arrays (a pandas Series' values).
         y = np.array(y, dtype=np.float64)
-        eta = torch.as_tensor(self._linear_predictor(X, offset)[:, 0])
-        yt = torch.as_tensor(y)
-        w = (
-            None
-            if sample_weight is None
-            else torch.as_tensor(np.array(sample_weight, dtype=np.float64))
-        )
-        null_mu = np.average(y, weights=None if w is None else w.numpy())
-        null_eta = self.family_.link(torch.full_like(yt, null_mu))
-        deviance = self.family_.deviance(yt, eta, w)
-        null = self.family_.deviance(yt, null_eta, w)
-        return float(1.0 - deviance / null)
+        eta = self._linear_predictor(X, offset)[:, 0]
+        w = None if sample_weight is None else np.array(sample_weight, np.float64)
+        null_mu = np.average(y, weights=w)
+        null_eta = self.family_.link(np.full_like(y, null_mu))
+        deviance = self.family_.deviance(y, eta, w)
+        null = self.family_.deviance(y, null_eta, w)
+        with np.errstate(divide="ignore", invalid="ignore"):  # NaN for constant y
+            return float(1.0 - deviance / null)
 
 
 #: score() without the offset of fit: how to route it through scikit-learn.
@@ -769,8 +763,8 @@ class GraphGLMClassifier(ClassifierMixin, _BaseGraphGLM):
 
     def predict_proba(self, X, offset=None) -> np.ndarray:
         """Class probabilities, shape (n_samples, n_classes)."""
-        eta = torch.as_tensor(self._linear_predictor(X, offset))
-        return self.family_.predict_proba(eta).numpy()
+        eta = self._linear_predictor(X, offset)
+        return self.family_.predict_proba(eta)
 
     def predict(self, X, offset=None) -> np.ndarray:
         """Most probable class label per row."""
@@ -783,8 +777,8 @@ class GraphGLMClassifier(ClassifierMixin, _BaseGraphGLM):
         Computed on the link scale (log-sigmoid, log-softmax), so that it is
         finite where ``predict_proba`` rounds to 0.
         """
-        eta = torch.as_tensor(self._linear_predictor(X, offset))
-        return self.family_.predict_log_proba(eta).numpy()
+        eta = self._linear_predictor(X, offset)
+        return self.family_.predict_log_proba(eta)
 
     def decision_function(self, X, offset=None) -> np.ndarray:
         """Confidence scores on the link scale, as ``LogisticRegression``'s.

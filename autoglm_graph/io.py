@@ -50,15 +50,15 @@ and reconstruct only allow-listed types, which is the safety we need.
 from __future__ import annotations
 
 import dataclasses
+import importlib.abc
 import io
 import os
+import sys
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import skops.io as sio
-import torch
-from safetensors.torch import load as st_load
 from sklearn.base import is_classifier
 
 # Loading needs the classes: importing them registers them (``_saving.ESTIMATORS``).
@@ -86,20 +86,18 @@ from ._container import (
     parse_json,
     read_members,
 )
-from ._fitted import FittedNetwork
 from ._formula import FormulaDesign
 from ._glm import GlobalGLM
 from ._io_checks import (
     LOCATION_ARRAYS,
     MAX_LAYERS,
-    TRAINER_KEYS,
     check_tensors,
     check_trainer_config,
     checked_net_spec,
     expected_shapes,
     family_from_json,
+    trainer_keys,
 )
-from ._prediction_index import PredictionIndex
 from ._saving import ESTIMATORS, register_estimator, save_model
 from ._splines import SPLINES_LOCAL, SplineDesign
 from ._terms import GLMTerms
@@ -108,7 +106,18 @@ from .constraints import check_constraint_params
 from .families import get_family
 from .location import LocationEffect
 from .preprocessing import TabularPreprocessor
-from .rows import GraphConfig
+
+if TYPE_CHECKING:
+    import torch
+
+    from ._fitted import FittedNetwork
+
+    #: A stored tensor as read: torch's with a network, else a numpy array.
+    Tensor = torch.Tensor | np.ndarray
+
+# A model with a network imports torch (its tensors, its modules) where it is
+# read; one without (the global GLM, a location effect) is read into numpy
+# arrays and loads and predicts without torch and torch_geometric.
 
 __all__ = [
     "ESTIMATORS",
@@ -168,13 +177,7 @@ def load_model(path: str | os.PathLike):
     members = read_members(Path(path))
     config = parse_json(members[JSON_NAME])
     _check_header(config)
-    try:
-        tensors = st_load(members[TENSORS_NAME])
-    except Exception as exc:  # safetensors' own error type is not a ValueError
-        raise ModelFileError(
-            f"{TENSORS_NAME} is not a readable safetensors file (truncated or "
-            f"corrupted?): {exc}"
-        ) from exc
+    tensors = _read_tensors(members[TENSORS_NAME], _has_network(config))
     try:
         preprocessor = _load_preprocessor(members[PREPROCESSOR_NAME])
         member_configs = _member_configs(config)
@@ -198,6 +201,36 @@ def load_model(path: str | os.PathLike):
         MemoryError,
     ) as exc:
         raise ModelFileError(f"The saved model is inconsistent: {exc!r}") from exc
+
+
+def _has_network(config: dict) -> bool:
+    """Whether the model or one of its bootstrap members has a fitted network
+    (then its tensors are read as torch tensors, else as numpy arrays)."""
+    members = config.get("interval_members", [])
+    models = [config, *(members if isinstance(members, list) else [])]
+    return any(
+        isinstance(m, dict)
+        and isinstance(m.get("fitted"), dict)
+        and "network" in m["fitted"]
+        for m in models
+    )
+
+
+def _read_tensors(data: bytes, network: bool) -> dict:
+    """The tensors of ``tensors.safetensors`` by name: torch tensors for a
+    model with a ``network``, else numpy arrays (safetensors' numpy reader:
+    the global GLM loads without torch)."""
+    try:
+        if network:
+            from safetensors.torch import load
+        else:
+            from safetensors.numpy import load
+        return load(data)
+    except Exception as exc:  # safetensors' own error type is not a ValueError
+        raise ModelFileError(
+            f"{TENSORS_NAME} is not a readable safetensors file (truncated or "
+            f"corrupted?): {exc}"
+        ) from exc
 
 
 def _check_header(config) -> None:
@@ -235,12 +268,12 @@ def _member_configs(config: dict) -> list[dict]:
 
 
 def _split_member_tensors(
-    tensors: dict[str, torch.Tensor], n_members: int
-) -> tuple[dict[str, torch.Tensor], list[dict[str, torch.Tensor]]]:
+    tensors: dict[str, Tensor], n_members: int
+) -> tuple[dict[str, Tensor], list[dict[str, Tensor]]]:
     """The model's own tensors, and each member's (stored as
     ``members.<i>.<name>``) under its plain names."""
-    own: dict[str, torch.Tensor] = {}
-    members: list[dict[str, torch.Tensor]] = [{} for _ in range(n_members)]
+    own: dict[str, Tensor] = {}
+    members: list[dict[str, Tensor]] = [{} for _ in range(n_members)]
     for key, tensor in tensors.items():
         if not key.startswith("members."):
             own[key] = tensor
@@ -257,6 +290,65 @@ def _split_member_tensors(
     return own, members
 
 
+class _RefuseModules(importlib.abc.MetaPathFinder):
+    """An import finder that refuses (ImportError) the modules ``names``."""
+
+    def __init__(self, names: frozenset[str]) -> None:
+        self.names = names
+
+    def find_spec(self, name, path=None, target=None):
+        if name in self.names:
+            raise ImportError(f"{name} is not imported while skops is imported.")
+        return None
+
+
+#: The array-library adapters of scikit-learn's vendored array_api_compat
+#: (numpy's aside): importing one imports its library.
+_ARRAY_ADAPTERS = frozenset(
+    f"sklearn.externals.array_api_compat.{name}"
+    for name in ("torch", "cupy", "dask", "jax")
+)
+
+
+def _skops_io():
+    """``skops.io``, imported without importing torch.
+
+    skops lists scikit-learn's estimators when it is imported
+    (``sklearn.utils.all_estimators``, its allow-list), and that walk imports
+    every package of scikit-learn, the vendored ``array_api_compat.torch``
+    included, which imports torch: a second of a GLM-only load. The walk
+    skips a package that raises ImportError, and none of these adapters holds
+    an estimator, so they are refused while skops is imported (its list is
+    the same); scikit-learn imports them as usual afterwards.
+    """
+    if "skops.io" in sys.modules or "torch" in sys.modules:
+        import skops.io
+
+        return skops.io
+    refuse = _RefuseModules(_ARRAY_ADAPTERS)
+    sys.meta_path.insert(0, refuse)
+    try:
+        import skops.io
+    finally:
+        sys.meta_path.remove(refuse)
+    return skops.io
+
+
+def _device(model, network: bool):
+    """The loaded model's ``device_``: the device its ``device`` parameter
+    resolves to here (the CPU when that one is not available) for a model
+    with a network; ``"cpu"`` for one without, whose arithmetic is numpy's
+    (resolving a device would import torch)."""
+    if not network:
+        return "cpu"
+    try:
+        return resolve_device(model.device)
+    except ValueError:  # e.g. saved on a GPU machine, loaded where there is none
+        from ._lazy import torch
+
+        return torch.device("cpu")
+
+
 def _load_preprocessor(data: bytes) -> TabularPreprocessor:
     # The skops file is a zip too: bound what skops would inflate.
     try:
@@ -267,6 +359,7 @@ def _load_preprocessor(data: bytes) -> TabularPreprocessor:
         if isinstance(exc, ModelFileError):
             raise
         raise ModelFileError(f"{PREPROCESSOR_NAME} is not readable: {exc}") from exc
+    sio = _skops_io()
     try:
         untrusted = sio.get_untrusted_types(data=data)
     except Exception as exc:
@@ -289,7 +382,7 @@ def _load_preprocessor(data: bytes) -> TabularPreprocessor:
     return pre
 
 
-def _build(config: dict, tensors: dict[str, torch.Tensor], preprocessor):
+def _build(config: dict, tensors: dict[str, Tensor], preprocessor):
     name = config.get("estimator")
     if not isinstance(name, str) or name not in ESTIMATORS:
         raise ModelFileError(
@@ -301,10 +394,7 @@ def _build(config: dict, tensors: dict[str, torch.Tensor], preprocessor):
     if not isinstance(fitted, dict):
         raise ModelFileError("fitted must be a JSON object.")
     family = family_from_json(config.get("family"))
-    try:
-        device = resolve_device(model.device)
-    except ValueError:  # e.g. saved on a GPU machine, loaded where there is none
-        device = torch.device("cpu")
+    device = _device(model, "network" in fitted)
     expected = expected_shapes(fitted, tensors, family, model)
     check_tensors(tensors, expected)
     model.family_ = family
@@ -340,8 +430,8 @@ def _build(config: dict, tensors: dict[str, torch.Tensor], preprocessor):
         raise ModelFileError("A saved classifier must have classes_.")
     glm_info = fitted["global_glm"]
     glm = GlobalGLM(
-        coef=tensors["global_glm.coef"].numpy().copy(),
-        intercept=tensors["global_glm.intercept"].numpy().copy(),
+        coef=np.array(tensors["global_glm.coef"]),  # copies
+        intercept=np.array(tensors["global_glm.intercept"]),
         n_iter=_int(glm_info["n_iter"], "global_glm.n_iter", low=0),
         converged=_bool(glm_info["converged"], "global_glm.converged"),
     )
@@ -510,7 +600,7 @@ def _location_effect(fitted: dict, tensors, model) -> LocationEffect | None:
     if not columns or len(set(columns)) != len(columns):
         raise ModelFileError("location_effect.columns must be distinct design columns.")
     arrays = {
-        name: tensors[f"location.{name}"].numpy().astype(np.float64)
+        name: np.array(tensors[f"location.{name}"], dtype=np.float64)
         for name in LOCATION_ARRAYS
     }
     if (
@@ -691,8 +781,12 @@ def _restore_network(
     model, network: dict, tensors, device: torch.device, n_outputs: int, n_rows: int
 ) -> FittedNetwork:
     """The fitted network of a file whose tensors fit ``network`` (checked)."""
+    from ._fitted import FittedNetwork
+    from ._prediction_index import PredictionIndex
+    from .rows import GraphConfig
+
     trainer_config = dict(network["trainer"])
-    unknown = set(trainer_config) - TRAINER_KEYS - {"graph"}
+    unknown = set(trainer_config) - trainer_keys() - {"graph"}
     if unknown or not all(
         isinstance(trainer_config[k], _SCALARS) for k in set(trainer_config) - {"graph"}
     ):

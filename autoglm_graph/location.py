@@ -43,12 +43,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 from scipy.optimize import minimize_scalar
 from sklearn.neighbors import NearestNeighbors
 
+from ._lazy import torch
 from .families import Family
-from .stopping import paired_gain
 
 __all__ = ["LocationEffect", "fit_location_effect", "row_terms"]
 
@@ -281,6 +280,8 @@ def fit_location_effect(
         baseline.append(_unit_deviance(family, v_y, v_eta))
         candidate.append(_unit_deviance(family, v_y, v_eta + v_shift))
         weights.append(v_weight)
+    from .stopping import paired_gain  # torch: imported where it is used
+
     gain, gain_se = paired_gain(
         torch.cat(baseline),
         torch.cat(candidate),

@@ -18,6 +18,7 @@ from torch.utils.checkpoint import checkpoint
 from torch_geometric.nn import GATConv, GATv2Conv
 
 from ._random import BUILD_LOCK, dropout, replay_context
+from ._validation import MESSAGE_PASSING
 from .fused import FixedDegreeAdjacency, fixed_degree_gat, source_projection
 from .graph import NeighborGraph
 from .policy import FitPolicy
@@ -34,8 +35,8 @@ __all__ = [
 ]
 
 CONVS = {"gat": GATConv, "gatv2": GATv2Conv}
-#: Message-passing implementations: the fixed-degree fast path exists for GAT.
-MESSAGE_PASSING = ("auto", "fused", "pyg")
+# Message-passing implementations (MESSAGE_PASSING, defined with the checks of
+# the parameters): the fixed-degree fast path exists for GAT.
 
 _DEFAULT = FitPolicy()
 

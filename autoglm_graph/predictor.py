@@ -13,20 +13,25 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-import torch
 
-from ._fitted import FittedNetwork
 from ._glm import GlobalGLM
+from ._lazy import torch
 from ._terms import GLMTerms
 from ._threads import limit_threads
 from ._validation import check_offset
 from .constraints import CoefficientMap
 from .location import LocationEffect
 from .preprocessing import TabularPreprocessor
-from .training import RowData, linear_predictor
+
+if TYPE_CHECKING:
+    from ._fitted import FittedNetwork
+
+# Without a network (the global GLM, a location effect) the arithmetic is
+# numpy's: torch and the training module are imported for a network only.
 
 __all__ = ["Predictor"]
 
@@ -157,6 +162,8 @@ class Predictor:
             theta[:, :, 0] += location[:, None]
         if self.network is None:
             return eta, theta
+        from .training import RowData, linear_predictor
+
         deltas = [
             self.query(design[s : s + self.chunk_rows])
             for s in range(0, design.shape[0], self.chunk_rows)

@@ -95,6 +95,10 @@ def no_pickle(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("pickle was used")
 
+    # A network's modules import torch._dynamo, whose classes subclass pickle's
+    # Unpickler: imported before pickle is refused (loading imports them lazily).
+    import autoglm_graph._fitted  # noqa: F401
+
     for name in ("load", "loads", "Unpickler"):
         monkeypatch.setattr(pickle, name, refuse)
     monkeypatch.setattr(torch, "load", refuse)
