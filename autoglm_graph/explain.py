@@ -23,7 +23,7 @@ import torch
 from scipy import linalg, stats
 from sklearn.utils.validation import check_consistent_length, check_is_fitted
 
-from ._validation import check_offset
+from ._validation import align_to_rows, check_offset
 
 __all__ = ["coef_table", "local_coef_summary", "wald_test_terms"]
 
@@ -141,9 +141,10 @@ def coef_table(
     n = design.shape[0]
     y_model = _encode_target(estimator, y)
     check_consistent_length(design, y_model)
+    sample_weight = align_to_rows(sample_weight, X, "sample_weight")
     w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, float)
     check_consistent_length(design, w)
-    offset = check_offset(offset, n)
+    offset = check_offset(align_to_rows(offset, X, "offset"), n)
     glm = estimator.global_glm_
     family = estimator.family_
     ones = [np.ones(n)] if terms.fit_intercept else []

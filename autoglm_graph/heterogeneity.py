@@ -84,7 +84,7 @@ from sklearn.neighbors import NearestNeighbors
 from sklearn.utils.validation import check_consistent_length, check_is_fitted
 
 from ._formula import split_target
-from ._validation import check_offset
+from ._validation import align_to_rows, check_offset
 from .explain import _encode_target
 
 __all__ = ["heterogeneity_test"]
@@ -167,11 +167,12 @@ def heterogeneity_test(
     n = design.shape[0]
     y_model = _encode_target(estimator, y)
     check_consistent_length(design, y_model)
+    sample_weight = align_to_rows(sample_weight, X, "sample_weight")
     w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, float)
     check_consistent_length(design, w)
     if not w.sum() > 0:
         raise ValueError("sample_weight must have a positive sum.")
-    offset = check_offset(offset, n)
+    offset = check_offset(align_to_rows(offset, X, "offset"), n)
     eta, theta = predictor.coefficients(design, offset)  # [n, K], [n, K, p+1]
     family = estimator.family_
     deviance = _unit_deviance(family, y_model, eta)

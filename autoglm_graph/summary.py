@@ -23,7 +23,7 @@ import pandas as pd
 from sklearn.utils.validation import check_is_fitted
 
 from ._glm import fit_global_glm
-from ._validation import check_offset
+from ._validation import align_to_rows, check_offset
 from .explain import _encode_target, coef_table
 from .families import GaussianFamily, NegativeBinomialFamily, TweedieFamily
 
@@ -242,8 +242,9 @@ class _GLMFit:
         design = predictor.design(X)
         n = design.shape[0]
         y_model = _encode_target(estimator, y)
+        sample_weight = align_to_rows(sample_weight, X, "sample_weight")
         w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, float)
-        offset = check_offset(offset, n)
+        offset = check_offset(align_to_rows(offset, X, "offset"), n)
         eta = predictor.global_eta(design, offset)
         terms = predictor.glm_terms
         ones = [np.ones(n)] if terms.fit_intercept else []

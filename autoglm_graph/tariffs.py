@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from sklearn.utils.validation import check_is_fitted
 
-from ._validation import check_offset
+from ._validation import align_to_rows, check_offset
 from .explain import coef_table
 
 __all__ = ["factor_table"]
@@ -90,8 +90,9 @@ def factor_table(
         for column, levels in estimator.preprocessor_.infrequent_levels().items()
     }
     n = local.shape[0]
+    sample_weight = align_to_rows(sample_weight, X, "sample_weight")
     weight = np.ones(n) if sample_weight is None else np.asarray(sample_weight, float)
-    offset = check_offset(offset, n)
+    offset = check_offset(align_to_rows(offset, X, "offset"), n)
     out = []
     for term, column, level, mask in rows:
         entry = {"term": term, "column": column, "level": level}

@@ -83,3 +83,17 @@ def test_series_at_fit_aligned_by_index(exposure_data):
         GraphGLMRegressor(family="poisson", **GLM_ONLY).fit(
             X, y, sample_weight=weight.reset_index(drop=True)
         )
+
+
+def test_series_in_the_tables_aligned_by_index(exposure_data):
+    X, y, exposure, model = exposure_data
+    offset = pd.Series(np.log(exposure), index=X.index)
+    shuffled = offset.sample(frac=1.0, random_state=0)
+    expected = model.coef_table(X, y, offset=offset.to_numpy())
+    pd.testing.assert_frame_equal(model.coef_table(X, y, offset=shuffled), expected)
+    table = model.factor_table(X, y, offset=shuffled)
+    pd.testing.assert_frame_equal(table, model.factor_table(X, y, offset=offset))
+    header = model.summary(X, y, offset=shuffled).header
+    assert header == model.summary(X, y, offset=offset.to_numpy()).header
+    with pytest.raises(ValueError, match="offset is a pandas Series whose index"):
+        model.coef_table(X, y, offset=offset.reset_index(drop=True))
