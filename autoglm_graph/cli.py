@@ -511,10 +511,12 @@ def _is_number_column(column: pd.Series) -> bool:
 def _cmd_predict(args: argparse.Namespace) -> int:
     _format(Path(args.out))  # fail before the work on a bad output name
     _check_writable(Path(args.out), "--out")
-    _status(f"loading {args.model} (importing torch takes a few seconds) ...")
+    _status(f"loading {args.model} ...")
     import pandas as pd
 
-    from . import load  # imports torch and scikit-learn
+    # scikit-learn; torch too for a model with a network (a model that is the
+    # global GLM loads and predicts without it).
+    from . import load
 
     model = load(args.model)
     data = read_table(args.data)

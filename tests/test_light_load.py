@@ -11,15 +11,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
+from sklearn.exceptions import ConvergenceWarning
 
 from autoglm_graph import GraphGLMClassifier, GraphGLMRegressor
 from autoglm_graph._lazy import LazyModule
+from autoglm_graph.datasets import make_varying_coefficients
 from autoglm_graph.families import FAMILIES, get_family
 
 # Every family, and every link of the Tweedie family.
@@ -112,3 +113,153 @@ def test_lazy_module_imports_at_first_attribute():
     assert "not imported yet" in repr(lazy)
     assert lazy.dumps([1]) == "[1]"
     assert "imported" in repr(lazy) and "not" not in repr(lazy)
+
+
+# ------------------------------------------------- a fresh process, no torch
+def _data(n=200, seed=0):
+    """Counts with a log-exposure offset and a categorical column; 0/1 labels."""
+    rng = np.random.default_rng(seed)
+    X = pd.DataFrame(
+        {
+            "age": rng.uniform(20, 70, n),
+            "density": rng.normal(size=n),
+            "region": rng.choice(["north", "south", "east"], n),
+        }
+    )
+    offset = np.log(rng.uniform(0.5, 2.0, n))
+    eta = -1.0 + 0.02 * X["age"] + 0.4 * (X["region"] == "south") + offset
+    counts = rng.poisson(np.exp(eta))
+    labels = (rng.uniform(size=n) < 1 / (1 + np.exp(-X["density"]))).astype(int)
+    return X, offset, counts, labels
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """GLM-only models saved, their data on disk, and the in-process answers."""
+    folder = tmp_path_factory.mktemp("light")
+    X, offset, counts, labels = _data()
+    data = X.assign(log_exposure=offset, claims=counts, label=labels)
+    data.to_csv(folder / "data.csv", index=False)
+    # The file reads back as the same frame: the fresh process gets the same X.
+    pd.testing.assert_frame_equal(pd.read_csv(folder / "data.csv"), data)
+    regressor = GraphGLMRegressor(family="poisson", local_penalty=np.inf)
+    regressor.fit(X, counts, offset=offset)
+    classifier = GraphGLMClassifier(local_penalty=np.inf).fit(X, labels)
+    assert regressor.is_global_only_ and classifier.is_global_only_
+    regressor.save(folder / "regressor")
+    classifier.save(folder / "classifier.zip")
+    expected = {
+        "predict": regressor.predict(X, offset=offset),
+        "predict_linear": regressor.predict_linear(X, offset=offset),
+        "score": regressor.score(X, counts, offset=offset),
+        "proba": classifier.predict_proba(X),
+        "log_proba": classifier.predict_log_proba(X),
+        "labels": classifier.predict(X),
+        "accuracy": classifier.score(X, labels),
+    }
+    return folder, expected
+
+
+FRESH = """
+import json, sys
+import pandas as pd
+import autoglm_graph
+
+folder = sys.argv[1]
+data = pd.read_csv(f"{folder}/data.csv")
+X, offset = data[["age", "density", "region"]], data["log_exposure"].to_numpy()
+regressor = autoglm_graph.load(f"{folder}/regressor")
+classifier = autoglm_graph.load(f"{folder}/classifier.zip")
+out = {
+    "predict": regressor.predict(X, offset=offset).tolist(),
+    "predict_linear": regressor.predict_linear(X, offset=offset).tolist(),
+    "score": regressor.score(X, data["claims"], offset=offset),
+    "proba": classifier.predict_proba(X).tolist(),
+    "log_proba": classifier.predict_log_proba(X).tolist(),
+    "labels": classifier.predict(X).tolist(),
+    "accuracy": classifier.score(X, data["label"]),
+    "imported": sorted(m for m in ("torch", "torch_geometric") if m in sys.modules),
+}
+print(json.dumps(out))
+"""
+
+
+def test_fresh_process_loads_and_predicts_without_torch(saved):
+    folder, expected = saved
+    result = subprocess.run(
+        [sys.executable, "-c", FRESH, str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    got = json.loads(result.stdout)
+    assert got.pop("imported") == []
+    np.testing.assert_array_equal(got.pop("labels"), expected["labels"])
+    for key, value in got.items():
+        np.testing.assert_allclose(
+            value, expected[key], rtol=1e-12, atol=0, err_msg=key
+        )
+
+
+def _imported(stderr: str) -> set[str]:
+    """The top-level modules that ``-X importtime`` reports as imported."""
+    names = set()
+    for line in stderr.splitlines():
+        if line.startswith("import time:"):
+            names.add(line.rsplit("|", 1)[1].strip().split(".")[0])
+    return names
+
+
+@pytest.mark.parametrize("model", ["regressor", "classifier.zip"])
+def test_command_line_predict_without_torch(saved, model):
+    folder, expected = saved
+    out = folder / f"predictions_{model}.csv"
+    command = [sys.executable, "-X", "importtime", "-m", "autoglm_graph", "predict"]
+    command += [str(folder / model), str(folder / "data.csv"), "--out", str(out)]
+    if model == "regressor":
+        command += ["--offset", "log_exposure"]
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    imported = _imported(result.stderr)
+    assert "sklearn" in imported  # the report is read
+    assert not imported & {"torch", "torch_geometric"}
+    predictions = pd.read_csv(out)
+    if model == "regressor":
+        np.testing.assert_allclose(
+            predictions["prediction"], expected["predict"], rtol=1e-12, atol=0
+        )
+    else:
+        np.testing.assert_array_equal(predictions["prediction"], expected["labels"])
+        np.testing.assert_allclose(
+            predictions[["proba_0", "proba_1"]], expected["proba"], rtol=1e-12
+        )
+
+
+def test_model_with_network_still_imports_torch_to_load(tmp_path):
+    """The lazy path changes nothing for a network: its load imports torch."""
+    X, y, _ = make_varying_coefficients(300, 3, family="poisson", random_state=0)
+    model = GraphGLMRegressor(
+        family="poisson", max_epochs=5, hidden_channels=8, heads=2, random_state=0
+    )
+    with pytest.warns(ConvergenceWarning):  # 5 epochs: still improving
+        model.fit(X, y)
+    assert not model.is_global_only_, model.global_only_reason_
+    path = model.save(tmp_path / "network")
+    # In a fresh process the network's modules are first imported by the load.
+    code = (
+        "import sys, autoglm_graph; m = autoglm_graph.load(sys.argv[1]); "
+        "print(m.network_ is not None, 'torch_geometric' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True True"
