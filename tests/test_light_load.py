@@ -170,6 +170,7 @@ data = pd.read_csv(f"{folder}/data.csv")
 X, offset = data[["age", "density", "region"]], data["log_exposure"].to_numpy()
 regressor = autoglm_graph.load(f"{folder}/regressor")
 classifier = autoglm_graph.load(f"{folder}/classifier.zip")
+from skops.io import _trusted_types  # imported by the load, without torch
 out = {
     "predict": regressor.predict(X, offset=offset).tolist(),
     "predict_linear": regressor.predict_linear(X, offset=offset).tolist(),
@@ -179,12 +180,17 @@ out = {
     "labels": classifier.predict(X).tolist(),
     "accuracy": classifier.score(X, data["label"]),
     "imported": sorted(m for m in ("torch", "torch_geometric") if m in sys.modules),
+    "trusted": _trusted_types.SKLEARN_ESTIMATOR_TYPE_NAMES,
 }
 print(json.dumps(out))
 """
 
 
 def test_fresh_process_loads_and_predicts_without_torch(saved):
+    """Also: skops, imported there without torch, trusts the scikit-learn
+    types it trusts here (imported with torch)."""
+    from skops.io import _trusted_types
+
     folder, expected = saved
     result = subprocess.run(
         [sys.executable, "-c", FRESH, str(folder)],
@@ -196,6 +202,7 @@ def test_fresh_process_loads_and_predicts_without_torch(saved):
     assert result.returncode == 0, result.stderr
     got = json.loads(result.stdout)
     assert got.pop("imported") == []
+    assert got.pop("trusted") == _trusted_types.SKLEARN_ESTIMATOR_TYPE_NAMES
     np.testing.assert_array_equal(got.pop("labels"), expected["labels"])
     for key, value in got.items():
         np.testing.assert_allclose(
