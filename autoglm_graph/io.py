@@ -173,6 +173,14 @@ def load_model(path: str | os.PathLike):
         names or shapes do not fit the configuration.
     FileNotFoundError
         When nothing is at ``path``.
+
+    Notes
+    -----
+    A model without a network (``is_global_only_``: the global GLM, or a
+    location effect alone) is read into numpy arrays and neither this
+    function nor its ``predict``, ``predict_proba``, ``predict_linear`` and
+    ``score`` import torch or torch_geometric; its ``device_`` is ``"cpu"``.
+    A model with a network imports them here.
     """
     members = read_members(Path(path))
     config = parse_json(members[JSON_NAME])
