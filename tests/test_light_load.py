@@ -181,6 +181,7 @@ out = {
     "accuracy": classifier.score(X, data["label"]),
     "imported": sorted(m for m in ("torch", "torch_geometric") if m in sys.modules),
     "trusted": _trusted_types.SKLEARN_ESTIMATOR_TYPE_NAMES,
+    "device": regressor.device_,  # no torch.device: the arithmetic is numpy's
 }
 print(json.dumps(out))
 """
@@ -202,6 +203,7 @@ def test_fresh_process_loads_and_predicts_without_torch(saved):
     assert result.returncode == 0, result.stderr
     got = json.loads(result.stdout)
     assert got.pop("imported") == []
+    assert got.pop("device") == "cpu"
     assert got.pop("trusted") == _trusted_types.SKLEARN_ESTIMATOR_TYPE_NAMES
     np.testing.assert_array_equal(got.pop("labels"), expected["labels"])
     for key, value in got.items():
