@@ -760,9 +760,7 @@ def _check_rare_levels(min_frequency, max_categories) -> None:
                 "an int >= 1 (a count of rows) or a float in (0, 1) (a share of "
                 f"rows); got min_frequency={min_frequency!r}."
             )
-    check_number(
-        "max_categories", max_categories, integer=True, low=1, allow_none=True
-    )
+    check_number("max_categories", max_categories, integer=True, low=1, allow_none=True)
 
 
 def _group_codes(groups, n_samples: int) -> np.ndarray | None:

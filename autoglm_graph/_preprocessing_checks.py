@@ -275,9 +275,7 @@ def _missing_counts(X: Any, labels: list) -> dict:
         counts = X.isna().sum().to_numpy()
     else:
         counts = np.isnan(np.asarray(X, dtype=np.float64)).sum(axis=0)
-    return {
-        label: int(n) for label, n in zip(labels, counts, strict=True) if n > 0
-    }
+    return {label: int(n) for label, n in zip(labels, counts, strict=True) if n > 0}
 
 
 def _describe_counts(counts: dict) -> str:

@@ -665,9 +665,11 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
             self.missing_features_ = list(counts)
             return
         fitted = getattr(self, "missing_features_", None)  # older model files
-        new = {} if fitted is None else {
-            label: n for label, n in counts.items() if label not in fitted
-        }
+        new = (
+            {}
+            if fitted is None
+            else {label: n for label, n in counts.items() if label not in fitted}
+        )
         if new:
             warnings.warn(
                 f"Column(s) {_describe_counts(new)} have missing values, and had "

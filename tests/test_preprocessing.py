@@ -462,7 +462,9 @@ def test_dropped_columns_have_reasons(mixed_frame):
     assert reasons["empty"] == "all values missing"
     assert reasons["price"].startswith("numbers stored as text")
     assert "pandas.to_numeric" in reasons["price"]
-    assert re.search(r"an identifier: 200 of its 200 rows hold a level", reasons["user_id"])
+    assert re.search(
+        r"an identifier: 200 of its 200 rows hold a level", reasons["user_id"]
+    )
     names = pre.get_feature_names_out()
     assert not any(n.startswith(tuple(reasons)) for n in names)
     # One warning, naming the columns that held information, pointing here.
@@ -715,9 +717,11 @@ def test_identifier_column_dropped_with_warning(mixed_frame):
 
 @pytest.mark.parametrize("as_array", [False, True], ids=["frame", "array"])
 def test_handle_missing_error(mixed_frame, as_array):
-    X = mixed_frame[["age", "income"]] if not as_array else mixed_frame[
-        ["age", "income"]
-    ].to_numpy()
+    X = (
+        mixed_frame[["age", "income"]]
+        if not as_array
+        else mixed_frame[["age", "income"]].to_numpy()
+    )
     name = "x1" if as_array else "income"
     n_missing = int(mixed_frame["income"].isna().sum())
     pre = TabularPreprocessor(handle_missing="error")
@@ -758,4 +762,6 @@ def test_preprocessor_pickled_before_handle_missing_loads(mixed_frame):
     old = TabularPreprocessor.__new__(TabularPreprocessor)
     old.__setstate__(state)
     assert old.get_params()["handle_missing"] == "impute"
-    np.testing.assert_array_equal(old.transform(mixed_frame), pre.transform(mixed_frame))
+    np.testing.assert_array_equal(
+        old.transform(mixed_frame), pre.transform(mixed_frame)
+    )
