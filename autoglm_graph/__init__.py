@@ -19,53 +19,43 @@ try:
 except PackageNotFoundError:  # running from a source tree without installation
     __version__ = "0.0.0"
 
-#: Public name -> (module, attribute in it).
+#: Public name -> (area or module, attribute in it).
 _EXPORTS = {
-    "Checkpoint": ("checkpoint", "Checkpoint"),
+    "Checkpoint": ("network", "Checkpoint"),
     "CosineNeighbors": ("neighbors", "CosineNeighbors"),
-    "Family": ("families", "Family"),
+    "Family": ("glm", "Family"),
     "FitPolicy": ("policy", "FitPolicy"),
     "GraphGLMClassifier": ("estimators", "GraphGLMClassifier"),
     "GraphGLMRegressor": ("estimators", "GraphGLMRegressor"),
     "GraphGLMSearchCV": ("search", "GraphGLMSearchCV"),
-    "IntervalSettings": ("intervals", "IntervalSettings"),
-    "NeighborGraph": ("graph", "NeighborGraph"),
+    "IntervalSettings": ("explain", "IntervalSettings"),
+    "NeighborGraph": ("neighbors", "NeighborGraph"),
     "OptunaPruningCallback": ("search", "OptunaPruningCallback"),
     "TabularPreprocessor": ("preprocessing", "TabularPreprocessor"),
     "auto_fit": ("search", "auto_fit"),
     "cosine_topk": ("neighbors", "cosine_topk"),
-    "get_family": ("families", "get_family"),
+    "get_family": ("glm", "get_family"),
     "gini": ("metrics", "gini"),
-    "heterogeneity_test": ("heterogeneity", "heterogeneity_test"),
-    "load": ("io", "load_model"),
+    "heterogeneity_test": ("explain", "heterogeneity_test"),
+    "load": ("persistence", "load_model"),
     "lorenz_curve": ("metrics", "lorenz_curve"),
     "recall_at_k": ("neighbors", "recall_at_k"),
 }
-#: Submodules reachable as attributes after ``import autoglm_graph``, as when
-#: this file imported them eagerly.
+#: The areas and modules reachable as attributes after ``import autoglm_graph``.
 _SUBMODULES = (
-    "checkpoint",
     "cli",
     "datasets",
-    "epochs",
     "estimators",
     "explain",
-    "families",
-    "fused",
-    "graph",
-    "heterogeneity",
-    "io",
+    "glm",
     "metrics",
-    "modules",
     "neighbors",
-    "plotting",
+    "network",
+    "persistence",
     "policy",
     "preprocessing",
-    "refresh",
-    "rows",
     "search",
-    "stopping",
-    "training",
+    "utils",
 )
 
 __all__ = [
@@ -108,15 +98,13 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # static analysers and IDEs see the names directly
-    from .checkpoint import Checkpoint
     from .estimators import GraphGLMClassifier, GraphGLMRegressor
-    from .families import Family, get_family
-    from .graph import NeighborGraph
-    from .heterogeneity import heterogeneity_test
-    from .intervals import IntervalSettings
-    from .io import load_model as load
+    from .explain import IntervalSettings, heterogeneity_test
+    from .glm import Family, get_family
     from .metrics import gini, lorenz_curve
-    from .neighbors import CosineNeighbors, cosine_topk, recall_at_k
+    from .neighbors import CosineNeighbors, NeighborGraph, cosine_topk, recall_at_k
+    from .network import Checkpoint
+    from .persistence import load_model as load
     from .policy import FitPolicy
     from .preprocessing import TabularPreprocessor
     from .search import GraphGLMSearchCV, OptunaPruningCallback, auto_fit

@@ -166,7 +166,7 @@ def _formula(args: argparse.Namespace) -> str | None:
 def _resolve_target(args: argparse.Namespace) -> bool:
     """Set ``args.target`` from a two-sided formula's left side (or check that
     ``--target`` names the same column); True when the left side names it."""
-    from ._formula import left_side_columns
+    from .glm import left_side_columns
 
     formula = _formula(args)
     left = [] if formula is None else left_side_columns(formula)
@@ -314,13 +314,13 @@ def _numeric(column: pd.Series, option: str) -> np.ndarray:
 
 # --------------------------------------------------------------- estimators
 def _family(name: str) -> str:
-    from .families import get_family
+    from .glm import get_family
 
     return get_family(name).name  # ValueError listing the families if unknown
 
 
 def _is_classification(name: str) -> bool:
-    from .families import get_family
+    from .glm import get_family
 
     return get_family(name).is_classification
 
@@ -430,7 +430,7 @@ def _check_model_out(out: str) -> None:
     ``save`` writes a directory for any path but ``.zip``: without this check
     ``--out m1.txt`` would silently become a folder named ``m1.txt``.
     """
-    from .io import check_save_path
+    from .persistence import check_save_path
 
     path = check_save_path(out)  # a link, or a folder holding other files
     _check_writable(path, "--out")

@@ -58,7 +58,7 @@ def _sync(device: str) -> None:
 
 def step_rows(sizes: list[int], k: int, repeats: int, device: str) -> list[dict]:
     """Median seconds of one full-batch step (forward, backward, AdamW)."""
-    from autoglm_graph.modules import GraphGLMNet
+    from autoglm_graph.network.modules import GraphGLMNet
 
     rows = []
     for n in sizes:

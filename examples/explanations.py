@@ -14,7 +14,7 @@ latent groups of rows) the script fits a ``GraphGLMRegressor`` and prints:
   (``model.local_coef``);
 - the training rows one test row attended to (``model.explain``).
 
-It saves four plots from ``autoglm_graph.plotting`` (needs matplotlib) as PNG
+It saves four plots from ``autoglm_graph.explain.plotting`` (needs matplotlib) as PNG
 files in ``--out`` (default: a new temporary folder): the local-coefficient
 distributions, one row's neighbourhood, the training history, and the same
 coefficients for the global GLM alone (``local_penalty=inf``, no spread).
@@ -31,7 +31,7 @@ import numpy as np
 
 from autoglm_graph import GraphGLMRegressor
 from autoglm_graph.datasets import load_dataset
-from autoglm_graph.plotting import (
+from autoglm_graph.explain.plotting import (
     plot_history,
     plot_local_coef,
     plot_neighborhood,

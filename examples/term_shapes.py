@@ -12,7 +12,7 @@ smoothing penalty, chosen by generalised cross-validation on the global GLM
 (``splines_penalty_``), sets how far each shape may bend, and a penalty of
 infinity is the linear GLM.
 
-:func:`autoglm_graph.plotting.plot_term` draws a column's shape, its
+:func:`autoglm_graph.explain.plotting.plot_term` draws a column's shape, its
 contribution to the linear predictor (its linear term plus its basis, centred
 over the column's training range), with a 95 % pointwise band from the
 penalised fit's covariance when it is given the training data. Here the true
@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from autoglm_graph import GraphGLMRegressor
-from autoglm_graph.plotting import plot_term
+from autoglm_graph.explain.plotting import plot_term
 
 rng = np.random.default_rng(0)
 n = 2000

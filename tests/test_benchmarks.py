@@ -168,7 +168,7 @@ def test_exact_search_benchmark_compares_equal_lists():
 def test_revision_step_runs_its_prepare_hook():
     revisions = importlib.import_module("benchmarks._lib.revisions")
     import autoglm_graph
-    from autoglm_graph.modules import GraphGLMNet
+    from autoglm_graph.network.modules import GraphGLMNet
 
     prepared = []
     step, _ = revisions.make_step(autoglm_graph, 200, 4, 0, prepare=prepared.append)

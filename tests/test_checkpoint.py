@@ -106,7 +106,8 @@ def test_bad_every_is_refused(poisson_600, tmp_path):
 
 CHILD = """
 import json, sys, time
-from autoglm_graph import Checkpoint, GraphGLMRegressor, training
+from autoglm_graph import Checkpoint, GraphGLMRegressor
+from autoglm_graph.network import training
 from autoglm_graph.datasets import make_varying_coefficients
 
 class Slow:

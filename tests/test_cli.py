@@ -315,7 +315,7 @@ def test_unwritable_out_is_refused_before_the_work(
 
 
 def test_fit_without_intercept(table, tmp_path):
-    from autoglm_graph.io import load_model
+    from autoglm_graph.persistence._io import load_model
 
     data = tmp_path / "claims.csv"
     table.drop(columns=["label"]).to_csv(data, index=False)
@@ -331,7 +331,7 @@ def test_fit_with_a_formula_and_predict(table, tmp_path, capsys):
     """The target comes from the formula's left side; the saved model
     predicts with the formula's fitted state (its levels) from a file
     without the target column."""
-    from autoglm_graph.io import load_model
+    from autoglm_graph.persistence._io import load_model
 
     data = tmp_path / "claims.csv"
     table.drop(columns=["label", "person", "weight"]).to_csv(data, index=False)
@@ -425,7 +425,7 @@ def test_integer_codes_read_as_slopes_are_named(coded, tmp_path, capsys):
 
 
 def test_auto_categorical_reads_integer_codes_as_levels(coded, tmp_path, capsys):
-    from autoglm_graph.io import load_model
+    from autoglm_graph.persistence._io import load_model
 
     model_dir = tmp_path / "m"
     args = ["fit", str(coded), "--target", "claims", "--family", "poisson"]

@@ -10,7 +10,7 @@ from optuna.distributions import CategoricalDistribution
 from sklearn.base import clone
 
 from autoglm_graph import GraphGLMRegressor, GraphGLMSearchCV, load
-from autoglm_graph.constraints import CoefficientMap
+from autoglm_graph.network.constraints import CoefficientMap
 
 SMALL = dict(
     family="poisson",

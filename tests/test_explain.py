@@ -14,7 +14,7 @@ from sklearn.exceptions import NotFittedError
 
 from autoglm_graph import GraphGLMClassifier, GraphGLMRegressor
 from autoglm_graph.datasets import make_varying_coefficients
-from autoglm_graph.explain import coef_table, local_coef_summary
+from autoglm_graph.glm._inference import coef_table, local_coef_summary
 
 GLM_ONLY = dict(local_penalty=np.inf, device="cpu")
 # The exact GLM: no balance shift of the intercept (the regressor's default).

@@ -1,4 +1,4 @@
-"""Tests of autoglm_graph.families against scikit-learn, glum and calculus."""
+"""Tests of autoglm_graph.glm.families against scikit-learn, glum and calculus."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from sklearn.metrics import (
     mean_tweedie_deviance,
 )
 
-from autoglm_graph.families import (
+from autoglm_graph.glm.families import (
     FAMILIES,
     BinomialFamily,
     Family,

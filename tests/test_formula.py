@@ -182,7 +182,7 @@ def test_save_load_pickle_clone(frame, tmp_path):
 def test_saved_formula_may_not_run_code(frame):
     """A model file's formula is evaluated as Python by formulaic: loading
     allows column names, formulaic's transforms and numpy's ufuncs only."""
-    from autoglm_graph._formula import FormulaDesign
+    from autoglm_graph.glm._formula import FormulaDesign
 
     model = GraphGLMRegressor(
         family="poisson", formula="y ~ np.log(density)", local_penalty=np.inf

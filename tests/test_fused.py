@@ -7,12 +7,12 @@ from torch_geometric.nn import GATConv
 
 from autoglm_graph import GraphGLMRegressor
 from autoglm_graph.datasets import make_varying_coefficients
-from autoglm_graph.epochs import khop_subgraph
-from autoglm_graph.fused import FixedDegreeAdjacency, fixed_degree_gat
-from autoglm_graph.graph import NeighborGraph
-from autoglm_graph.modules import GraphGLMNet
 from autoglm_graph.neighbors import cosine_topk
-from autoglm_graph.training import TrainingState
+from autoglm_graph.neighbors._graph import NeighborGraph
+from autoglm_graph.network.epochs import khop_subgraph
+from autoglm_graph.network.fused import FixedDegreeAdjacency, fixed_degree_gat
+from autoglm_graph.network.modules import GraphGLMNet
+from autoglm_graph.network.training import TrainingState
 
 
 def _graph(n_dst=60, n_src=80, k=6, seed=0, masked=True) -> NeighborGraph:
@@ -68,7 +68,7 @@ def test_equals_gatconv_forward_backward_and_attention(heads, channels, masked):
 def test_aggregate_gradcheck_in_float64():
     graph = _graph(n_dst=12, n_src=15, k=4)
     adjacency = FixedDegreeAdjacency(graph, 15)
-    from autoglm_graph.fused import _AttentionAggregate
+    from autoglm_graph.network.fused import _AttentionAggregate
 
     heads = 2
     alpha = torch.rand(12, heads, 4, dtype=torch.float64, requires_grad=True)
@@ -104,7 +104,7 @@ def test_aggregate_is_one_product_per_head_bit_for_bit(all_heads):
     # Each row of the all-heads CSR matrix sums its k terms in rank order, as
     # one product per head does: forward and both gradients agree exactly,
     # on both paths (all heads at once below the row limit, per head beyond).
-    from autoglm_graph.fused import _AttentionAggregate, _csr
+    from autoglm_graph.network.fused import _AttentionAggregate, _csr
 
     graph = _graph(n_dst=30, n_src=40, k=5)
     adjacency = FixedDegreeAdjacency(graph, 40, 10**9 if all_heads else 0)
@@ -288,7 +288,7 @@ def test_minibatch_reaches_full_batch_deviance(poisson_data):
 
 
 def test_csr_indices_are_int32_unless_they_overflow():
-    from autoglm_graph.fused import _index_dtype
+    from autoglm_graph.network.fused import _index_dtype
 
     assert _index_dtype(1000, 50) == torch.int32
     assert _index_dtype(2**31, 50) == torch.int64
@@ -331,7 +331,7 @@ def test_checkpointed_layers_give_the_same_gradients(message_passing, own_genera
         net.checkpoint_rows = checkpoint_rows
         net.zero_grad()
         torch.manual_seed(3)
-        if own_generator:  # a fit's own stream (autoglm_graph._random)
+        if own_generator:  # a fit's own stream (autoglm_graph.network._random)
             net.generator = torch.Generator().manual_seed(3)
         out, _ = net(context, targets, adjacency)
         (out.square().sum() + out.sum()).backward()
@@ -346,7 +346,7 @@ def test_checkpointed_layers_give_the_same_gradients(message_passing, own_genera
 
 
 def test_attention_weights_gradcheck():
-    from autoglm_graph.fused import _AttentionWeights
+    from autoglm_graph.network.fused import _AttentionWeights
 
     graph = _graph(n_dst=10, n_src=12, k=4)  # row 7 has no neighbour at all
     adjacency = FixedDegreeAdjacency(graph, 12)

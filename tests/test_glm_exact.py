@@ -26,8 +26,8 @@ from sklearn.utils.estimator_checks import (
 )
 
 from autoglm_graph import GraphGLMClassifier, GraphGLMRegressor
-from autoglm_graph._glm import fit_global_glm
-from autoglm_graph.families import get_family
+from autoglm_graph.glm._solver import fit_global_glm
+from autoglm_graph.glm.families import get_family
 
 GLM_ONLY = dict(local_penalty=np.inf, device="cpu")
 # The exact GLM: no balance shift of the intercept (the regressor's default).

@@ -18,7 +18,7 @@ from sklearn.linear_model import (
 )
 
 from autoglm_graph import GraphGLMClassifier, GraphGLMRegressor
-from autoglm_graph.io import load_model, save_model
+from autoglm_graph.persistence._io import load_model, save_model
 
 GLM_ONLY = dict(local_penalty=np.inf, device="cpu")
 TOL = 1e-6

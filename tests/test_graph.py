@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from autoglm_graph._topk import _n_folds, fill_topk
-from autoglm_graph.graph import NeighborGraph
 from autoglm_graph.neighbors import CosineNeighbors, cosine_topk
-from autoglm_graph.refresh import refresh_graphs
+from autoglm_graph.neighbors._graph import NeighborGraph
+from autoglm_graph.neighbors._topk import _n_folds, fill_topk
+from autoglm_graph.neighbors.refresh import refresh_graphs
 
 
 def _clustered(n: int, d: int = 8, seed: int = 0) -> np.ndarray:
@@ -424,7 +424,8 @@ def test_faiss_search_gives_the_tiled_search_result(copies, exclude_self, monkey
     """The CPU's default exact search (faiss, ``chunk_size=None``) against the
     tiled one: the same neighbours, ties to the lower index included. 30
     copies tie past faiss's margin, so those rows take the tiled search."""
-    from autoglm_graph import FitPolicy, _topk
+    from autoglm_graph import FitPolicy
+    from autoglm_graph.neighbors import _topk
 
     policy = FitPolicy(faiss_exact_min_rows=0)  # 1,200 rows, d = 6
     gen = torch.Generator().manual_seed(2)
@@ -501,7 +502,7 @@ def test_a_refresh_over_few_distinct_rows_is_the_exact_search(
 
 
 def test_the_distinct_lower_bound_counts_repeated_rows_once():
-    from autoglm_graph.refresh import _distinct_lower_bound
+    from autoglm_graph.neighbors.refresh import _distinct_lower_bound
 
     rows = torch.nn.functional.normalize(
         torch.randn(40, 8, generator=torch.Generator().manual_seed(0)), dim=1

@@ -10,18 +10,18 @@ import torch
 
 faiss = pytest.importorskip("faiss")
 
-from autoglm_graph import _faiss  # noqa: E402
-from autoglm_graph import neighbors as graph_module  # noqa: E402
-from autoglm_graph._topk import faiss_topk  # noqa: E402
-from autoglm_graph._topk import fill_topk as fill  # noqa: E402
 from autoglm_graph.neighbors import (  # noqa: E402
     CosineNeighbors,
     NeighborCache,
-    _resolve_backend,
     cosine_topk,
     recall_at_k,
 )
-from autoglm_graph.refresh import refresh_graphs  # noqa: E402
+from autoglm_graph.neighbors import _faiss  # noqa: E402
+from autoglm_graph.neighbors import _search as graph_module  # noqa: E402
+from autoglm_graph.neighbors._search import _resolve_backend  # noqa: E402
+from autoglm_graph.neighbors._topk import faiss_topk  # noqa: E402
+from autoglm_graph.neighbors._topk import fill_topk as fill  # noqa: E402
+from autoglm_graph.neighbors.refresh import refresh_graphs  # noqa: E402
 
 
 def _clustered(n: int, d: int = 16, seed: int = 0) -> np.ndarray:
@@ -385,7 +385,7 @@ def test_ivf_index_pickles():
 
 
 def test_refresh_backend_choice(monkeypatch):
-    from autoglm_graph.refresh import refresh_backend
+    from autoglm_graph.neighbors.refresh import refresh_backend
 
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     assert refresh_backend("auto", 20_000, cpu) == "ivf"
@@ -401,7 +401,8 @@ def test_training_refreshes_search_both_row_sets_in_one_ivf_index(monkeypatch):
     """A refresh builds one IVF index over the training rows' embedding; the
     validation rows are searched in it too (not in an exact search of their
     own)."""
-    from autoglm_graph import FitPolicy, GraphGLMRegressor, refresh
+    from autoglm_graph import FitPolicy, GraphGLMRegressor
+    from autoglm_graph.neighbors import refresh
 
     builds, searches = [], []
     build, search = refresh._build_index, refresh._search

@@ -7,8 +7,8 @@ import pytest
 
 from autoglm_graph import GraphGLMRegressor
 from autoglm_graph.datasets import make_varying_coefficients
-from autoglm_graph.heterogeneity import heterogeneity_test
-from autoglm_graph.predictor import Predictor
+from autoglm_graph.estimators.predictor import Predictor
+from autoglm_graph.explain.heterogeneity import heterogeneity_test
 
 COLUMNS = [
     "global",

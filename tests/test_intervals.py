@@ -18,10 +18,10 @@ from safetensors.torch import save as st_save
 from scipy.stats import norm
 
 from autoglm_graph import GraphGLMClassifier, GraphGLMRegressor, IntervalSettings, load
-from autoglm_graph._pilot import local_glms
 from autoglm_graph.datasets import make_varying_coefficients
-from autoglm_graph.families import get_family
-from autoglm_graph.io import MAX_MEMBERS, ModelFileError
+from autoglm_graph.explain._pilot import local_glms
+from autoglm_graph.glm.families import get_family
+from autoglm_graph.persistence._io import MAX_MEMBERS, ModelFileError
 from autoglm_graph.preprocessing import TabularPreprocessor
 
 SMALL = dict(

@@ -20,7 +20,7 @@ from sklearn.exceptions import NotFittedError
 import autoglm_graph
 from autoglm_graph import GraphGLMClassifier, GraphGLMRegressor, load
 from autoglm_graph.datasets import make_varying_coefficients
-from autoglm_graph.io import ModelFileError, load_model, save_model
+from autoglm_graph.persistence._io import ModelFileError, load_model, save_model
 
 SMALL = dict(hidden_channels=16, heads=2, device="cpu", random_state=0)
 
@@ -97,7 +97,7 @@ def no_pickle(monkeypatch):
 
     # A network's modules import torch._dynamo, whose classes subclass pickle's
     # Unpickler: imported before pickle is refused (loading imports them lazily).
-    import autoglm_graph._fitted  # noqa: F401
+    import autoglm_graph.network._fitted  # noqa: F401
 
     for name in ("load", "loads", "Unpickler"):
         monkeypatch.setattr(pickle, name, refuse)
@@ -160,7 +160,7 @@ def test_round_trip_with_groups(tmp_path):
 
 
 def test_family_instance_parameter(tmp_path):
-    from autoglm_graph.families import TweedieFamily
+    from autoglm_graph.glm.families import TweedieFamily
 
     X, y = _varying(100, "poisson")
     model = GraphGLMRegressor(family=TweedieFamily(power=1.3), local_penalty=np.inf)
@@ -541,7 +541,7 @@ def test_zip_bomb_is_refused_before_inflating(saved, tmp_path):
 
 
 def test_members_larger_than_the_limit(saved, tmp_path, monkeypatch):
-    from autoglm_graph import io as model_io
+    from autoglm_graph.persistence import _io as model_io
 
     zipped = _zip_of(saved, tmp_path / "m.zip")
     monkeypatch.setitem(model_io.MAX_MEMBER_BYTES, "model.json", 100)
@@ -815,7 +815,7 @@ def test_fit_policy_round_trip(tmp_path):
 
 
 def test_estimators_are_registered_for_loading():
-    from autoglm_graph._saving import ESTIMATORS
+    from autoglm_graph.persistence._saving import ESTIMATORS
 
     assert ESTIMATORS == {
         "GraphGLMRegressor": GraphGLMRegressor,

@@ -15,7 +15,7 @@ import pytest
 
 from autoglm_graph import GraphGLMRegressor, load
 from autoglm_graph.datasets import make_varying_coefficients
-from autoglm_graph.io import ModelFileError
+from autoglm_graph.persistence._io import ModelFileError
 
 pytestmark = pytest.mark.skipif(
     not hasattr(os, "fork"), reason="needs fork and SIGKILL (POSIX)"

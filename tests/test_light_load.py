@@ -19,9 +19,9 @@ import torch
 from sklearn.exceptions import ConvergenceWarning
 
 from autoglm_graph import GraphGLMClassifier, GraphGLMRegressor
-from autoglm_graph._lazy import LazyModule
 from autoglm_graph.datasets import make_varying_coefficients
-from autoglm_graph.families import FAMILIES, get_family
+from autoglm_graph.glm.families import FAMILIES, get_family
+from autoglm_graph.utils._lazy import LazyModule
 
 # Every family, and every link of the Tweedie family.
 FAMILY_CASES = [

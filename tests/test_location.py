@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from autoglm_graph import GraphGLMClassifier, GraphGLMRegressor, get_family, load
-from autoglm_graph.location import (
+from autoglm_graph.network.location import (
     LocationEffect,
     fit_location_effect,
     neighbourhood_sums,

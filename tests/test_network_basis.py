@@ -12,7 +12,7 @@ import torch
 from numpy.testing import assert_allclose
 
 from autoglm_graph import GraphGLMClassifier, GraphGLMRegressor
-from autoglm_graph.io import load_model, save_model
+from autoglm_graph.persistence._io import load_model, save_model
 
 FAST = dict(max_epochs=3, random_state=0, device="cpu", fit_policy=None)
 

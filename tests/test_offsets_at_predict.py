@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from autoglm_graph import GraphGLMRegressor, load
-from autoglm_graph._validation import OffsetWarning
+from autoglm_graph.utils._validation import OffsetWarning
 
 GLM_ONLY = {"local_penalty": np.inf, "random_state": 0}
 

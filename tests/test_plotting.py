@@ -1,4 +1,4 @@
-"""Plots of autoglm_graph.plotting: each one draws and saves a non-empty PNG."""
+"""Plots of autoglm_graph.explain.plotting: each one draws and saves a non-empty PNG."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from autoglm_graph import GraphGLMClassifier, GraphGLMRegressor  # noqa: E402
 from autoglm_graph.datasets import make_varying_coefficients  # noqa: E402
-from autoglm_graph.plotting import (  # noqa: E402
+from autoglm_graph.explain.plotting import (  # noqa: E402
     plot_coefficient_map,
     plot_history,
     plot_local_coef,

@@ -12,7 +12,7 @@ from sklearn.base import clone
 
 from autoglm_graph import FitPolicy, GraphGLMRegressor
 from autoglm_graph.datasets import make_varying_coefficients
-from autoglm_graph.stopping import EarlyStopping
+from autoglm_graph.network.stopping import EarlyStopping
 
 SMALL = dict(hidden_channels=8, heads=2, n_neighbors=4)
 
@@ -190,7 +190,7 @@ def test_distinct_rows_decides_whether_copies_are_encoded_once(share):
 
 
 def test_cached_state_min_rows_and_parts_reach_the_epochs(monkeypatch):
-    from autoglm_graph import epochs
+    from autoglm_graph.network import epochs
 
     parts = []
     run = epochs.CachedStateEpochs.run

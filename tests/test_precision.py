@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from autoglm_graph._validation import resolve_precision
+from autoglm_graph.utils._validation import resolve_precision
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])

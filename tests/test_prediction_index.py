@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from autoglm_graph import FitPolicy, GraphGLMRegressor, cosine_topk, recall_at_k
-from autoglm_graph._prediction_index import PredictionIndex
 from autoglm_graph.datasets import make_varying_coefficients
-from autoglm_graph.io import load_model, save_model
+from autoglm_graph.neighbors._prediction_index import PredictionIndex
+from autoglm_graph.persistence._io import load_model, save_model
 
 pytest.importorskip("faiss")
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")

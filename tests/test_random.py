@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from autoglm_graph import GraphGLMRegressor
-from autoglm_graph.modules import NetConfig
+from autoglm_graph.network.modules import NetConfig
 
 # device="cpu": equal to the bit is the CPU's guarantee (CUDA's atomic sums
 # may add in another order).
@@ -72,7 +72,7 @@ def test_seeded_build_is_the_global_seed_and_owns_the_stream():
 
 @pytest.mark.parametrize("keep", [0.9, 0.5, 0.1])
 def test_keep_mask_keeps_its_stated_share_independently(keep):
-    from autoglm_graph._random import keep_mask
+    from autoglm_graph.network._random import keep_mask
 
     like = torch.empty(400, 500)
     mask, probability = keep_mask(like, keep, torch.Generator().manual_seed(0))
@@ -89,7 +89,7 @@ def test_keep_mask_keeps_its_stated_share_independently(keep):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 def test_keep_mask_in_a_float_dtype_is_the_boolean_mask_as_ones_and_zeros(dtype):
-    from autoglm_graph._random import keep_mask
+    from autoglm_graph.network._random import keep_mask
 
     like = torch.empty(300, 70)
     boolean, p_bool = keep_mask(like, 0.8, torch.Generator().manual_seed(5))
@@ -101,7 +101,7 @@ def test_keep_mask_in_a_float_dtype_is_the_boolean_mask_as_ones_and_zeros(dtype)
 
 
 def test_dropout_is_unbiased_reproducible_and_exact_at_the_ends():
-    from autoglm_graph._random import dropout
+    from autoglm_graph.network._random import dropout
 
     x = torch.ones(200_000)
     first = dropout(x, 0.3, True, torch.Generator().manual_seed(3))

@@ -527,7 +527,7 @@ def test_a_diverging_trial_is_pruned_in_one_line(poisson_data, optuna_logs, cv):
 
 
 def test_a_non_finite_score_prunes_the_trial(poisson_data, optuna_logs, monkeypatch):
-    from autoglm_graph._objective import TrialObjective
+    from autoglm_graph.search._objective import TrialObjective
 
     monkeypatch.setattr(
         TrialObjective, "_validation_scores", lambda self, est: (np.nan, -1.0)
@@ -553,7 +553,7 @@ def test_a_non_finite_score_prunes_the_trial(poisson_data, optuna_logs, monkeypa
     ids=["fp", "nan", "infinity", "inf", "setting", "words-with-nan-inside"],
 )
 def test_numerical_failures_are_told_from_other_errors(error, numerical):
-    from autoglm_graph._objective import is_numerical_failure
+    from autoglm_graph.search._objective import is_numerical_failure
 
     assert is_numerical_failure(error) is numerical
 

@@ -22,7 +22,7 @@ import pytest
 from _together import start_together
 from optuna.trial import TrialState
 
-from autoglm_graph._optuna import make_storage
+from autoglm_graph.search._optuna import make_storage
 
 pytestmark = pytest.mark.slow
 

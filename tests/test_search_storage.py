@@ -34,7 +34,7 @@ def test_storages_opened_together_on_a_fresh_database(tmp_path):
         tmp_path,
         6,
         # _optuna imports optuna, not torch: six children start in seconds
-        "import optuna\nfrom autoglm_graph._optuna import make_storage",
+        "import optuna\nfrom autoglm_graph.search._optuna import make_storage",
         """
         storage = make_storage(sys.argv[3])
         optuna.create_study(storage=storage, study_name="s", load_if_exists=True,
@@ -62,7 +62,7 @@ def test_a_queued_trial_is_run_by_one_worker(tmp_path):
             6,
             """
             import optuna
-            from autoglm_graph._optuna import make_storage
+            from autoglm_graph.search._optuna import make_storage
             study = optuna.load_study(study_name="s", storage=make_storage(sys.argv[3]))
             study.get_trials()  # connected before the release
             """,
@@ -223,7 +223,7 @@ def test_cli_search_resumes_without_a_study_name(tmp_path, capsys):
 def test_fingerprint_of_frames_and_arrays():
     import pandas as pd
 
-    from autoglm_graph._optuna import array_digest
+    from autoglm_graph.search._optuna import array_digest
 
     a = np.arange(6.0).reshape(3, 2)
     assert array_digest(a) == array_digest(a.copy())

@@ -14,10 +14,10 @@ import pandas as pd
 import pytest
 
 from autoglm_graph import GraphGLMRegressor
-from autoglm_graph._glm import fit_global_glm
-from autoglm_graph.families import PoissonFamily
-from autoglm_graph.io import load_model
-from autoglm_graph.plotting import plot_term
+from autoglm_graph.explain.plotting import plot_term
+from autoglm_graph.glm._solver import fit_global_glm
+from autoglm_graph.glm.families import PoissonFamily
+from autoglm_graph.persistence._io import load_model
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,8 @@ from scipy.special import gammaln, logsumexp
 from sklearn.exceptions import NotFittedError
 
 from autoglm_graph import GraphGLMClassifier, GraphGLMRegressor
-from autoglm_graph.families import (
+from autoglm_graph.glm._summary import GLMSummary
+from autoglm_graph.glm.families import (
     BinomialFamily,
     GammaFamily,
     GaussianFamily,
@@ -22,7 +23,6 @@ from autoglm_graph.families import (
     TweedieFamily,
     _log_wright_series,
 )
-from autoglm_graph.summary import GLMSummary
 
 GLM_ONLY = dict(alpha=0.0, local_penalty=np.inf, device="cpu")
 LINKS = sm.families.links

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from autoglm_graph import GraphGLMRegressor
-from autoglm_graph._timing import PHASES, PhaseTimes
 from autoglm_graph.datasets import make_varying_coefficients
+from autoglm_graph.utils._timing import PHASES, PhaseTimes
 
 
 @pytest.fixture(scope="module")

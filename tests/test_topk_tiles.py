@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from autoglm_graph._topk import _auto_chunk_size
+from autoglm_graph.neighbors._topk import _auto_chunk_size
 
 
 def test_a_cuda_tile_takes_a_share_of_the_free_memory(monkeypatch):

@@ -10,10 +10,11 @@ import pytest
 import torch
 from sklearn.exceptions import ConvergenceWarning
 
-from autoglm_graph import FitPolicy, GraphGLMRegressor, epochs, get_family, training
+from autoglm_graph import FitPolicy, GraphGLMRegressor, get_family
 from autoglm_graph.datasets import make_varying_coefficients
-from autoglm_graph.modules import NetConfig
-from autoglm_graph.stopping import EarlyStopping, paired_gain
+from autoglm_graph.network import epochs, training
+from autoglm_graph.network.modules import NetConfig
+from autoglm_graph.network.stopping import EarlyStopping, paired_gain
 
 SMALL = {"hidden_channels": 8, "heads": 2, "n_neighbors": 4}
 
@@ -322,7 +323,7 @@ def test_quiet_fits_show_progress_only_late_and_on_a_terminal(monkeypatch):
 
 
 def test_n_jobs_is_capped_at_the_cores():
-    from autoglm_graph._threads import n_threads
+    from autoglm_graph.utils._threads import n_threads
 
     assert n_threads(10**9) == (__import__("os").cpu_count() or 1)
     assert n_threads(-1) == n_threads(10**9)
@@ -435,8 +436,8 @@ def _copies(n: int, seed: int = 0):
 
 
 def test_copies_are_computed_once_in_the_feature_layers_with_the_same_result():
-    from autoglm_graph.modules import DistinctRows, GraphGLMNet
-    from autoglm_graph.refresh import distinct_rows, refresh_graphs
+    from autoglm_graph.neighbors.refresh import distinct_rows, refresh_graphs
+    from autoglm_graph.network.modules import DistinctRows, GraphGLMNet
 
     torch.manual_seed(0)
     X, _ = _copies(600)
@@ -477,8 +478,8 @@ def test_copies_are_computed_once_in_the_feature_layers_with_the_same_result():
 
 
 def test_copies_with_other_neighbours_are_not_shared():
-    from autoglm_graph.graph import NeighborGraph
-    from autoglm_graph.refresh import distinct_rows
+    from autoglm_graph.neighbors._graph import NeighborGraph
+    from autoglm_graph.neighbors.refresh import distinct_rows
 
     context = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])
     first, inverse = distinct_rows(context)

@@ -162,8 +162,8 @@ def _one_hot_design(seed=0):
 def test_convergence_warning_on_categorical_design_names_its_causes():
     from sklearn.exceptions import ConvergenceWarning
 
-    from autoglm_graph._glm import fit_global_glm
-    from autoglm_graph.families import PoissonFamily
+    from autoglm_graph.glm._solver import fit_global_glm
+    from autoglm_graph.glm.families import PoissonFamily
 
     X, y = _one_hot_design()
     with pytest.warns(ConvergenceWarning) as record:
@@ -177,8 +177,8 @@ def test_convergence_warning_on_categorical_design_names_its_causes():
 def test_convergence_warning_names_large_columns():
     from sklearn.exceptions import ConvergenceWarning
 
-    from autoglm_graph._glm import fit_global_glm
-    from autoglm_graph.families import PoissonFamily
+    from autoglm_graph.glm._solver import fit_global_glm
+    from autoglm_graph.glm.families import PoissonFamily
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(80, 2)) * [1.0, 1e5]
@@ -306,7 +306,7 @@ def test_plots_of_a_global_glm_say_so(tmp_path):
     import matplotlib
 
     matplotlib.use("Agg")
-    from autoglm_graph.plotting import plot_local_coef, plot_neighborhood
+    from autoglm_graph.explain.plotting import plot_local_coef, plot_neighborhood
 
     X, y = _grouped_frame()
     model = GraphGLMRegressor(family="poisson", local_penalty=np.inf).fit(X, y)
@@ -321,7 +321,7 @@ def test_plot_local_coef_standardises_numeric_slopes():
     import matplotlib
 
     matplotlib.use("Agg")
-    from autoglm_graph.plotting import plot_local_coef
+    from autoglm_graph.explain.plotting import plot_local_coef
 
     X, y = _grouped_frame()
     X = X.assign(x=X["x"] * 1000.0)  # a slope per unit of 1/1000

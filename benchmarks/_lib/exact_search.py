@@ -1,8 +1,8 @@
 """The exact neighbour search on a CPU: faiss's exhaustive search against the tiles.
 
 ``cosine_topk`` without a ``chunk_size`` runs in faiss's exhaustive
-inner-product search (:func:`autoglm_graph._topk.faiss_topk`); with one, in
-the tiled search (:func:`autoglm_graph._topk.fill_topk`). Both are timed on
+inner-product search (:func:`autoglm_graph.neighbors._topk.faiss_topk`); with one, in
+the tiled search (:func:`autoglm_graph.neighbors._topk.fill_topk`). Both are timed on
 the same random unit rows (the best of ``--repeats`` alternating runs, one
 process), and their neighbour lists compared: the table gives the share of
 query rows whose lists are equal (1 but for float rounding in near-ties).

@@ -3,7 +3,7 @@
 For each N, the self-excluded top-k cosine graph among N rows (d = 32, k = 16 by
 default; synthetic clustered Gaussian mixture, seeded) is built by
 
-* ``ours``: ``autoglm_graph.graph.cosine_topk(X, n_neighbors=k)`` (normalisation
+* ``ours``: ``autoglm_graph.neighbors._graph.cosine_topk(X, n_neighbors=k)`` (normalisation
   included);
 * ``faiss``: ``faiss.IndexFlatIP`` on L2-normalised float32 rows (normalisation
   included), searching k + 1 and dropping the row itself;
@@ -150,7 +150,7 @@ def _child(
     import sklearn.neighbors  # noqa: F401
     import torch
 
-    import autoglm_graph.graph  # noqa: F401
+    import autoglm_graph.neighbors._graph  # noqa: F401
 
     _set_threads(threads)
     X = np.load(data_path)
@@ -387,7 +387,7 @@ def _exact_for_rows(X, rows: np.ndarray, k: int):
     """Exact self-excluded top-k of the sampled ``rows`` among all rows of ``X``."""
     import torch
 
-    from autoglm_graph.graph import NeighborGraph, cosine_topk
+    from autoglm_graph.neighbors._graph import NeighborGraph, cosine_topk
 
     wide = cosine_topk(X[rows], X, n_neighbors=k + 1, exclude_self=False)
     idx, sim = wide.indices.numpy(), wide.similarities.numpy()
@@ -465,7 +465,7 @@ def approx_table(rows: list[dict]) -> str:
 
 def approx_report(command: str, info: dict, args, rows: list[dict]) -> str:
     """The markdown report of the ``--approximate`` run."""
-    from autoglm_graph import _faiss
+    from autoglm_graph.neighbors import _faiss
 
     return (
         "# kNN graph build: exact vs approximate (faiss HNSW) backend\n\n"

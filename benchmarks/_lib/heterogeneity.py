@@ -28,7 +28,7 @@ Poisson.
 for every row (constant: ``c_a``, ``c_b``, ``c_c``) and a binary ``v`` whose
 effect differs between the groups (varying: ``v_no``, ``v_yes``). A level's
 test moves the rows at that level to another level (see
-``autoglm_graph.heterogeneity``); there is no oracle column.
+``autoglm_graph.explain.heterogeneity``); there is no oracle column.
 
     python benchmarks/properties.py heterogeneity --seeds 20 \\
         --out benchmarks/results/heterogeneity
@@ -56,8 +56,8 @@ from sklearn.utils import check_random_state
 from autoglm_graph import GraphGLMClassifier, GraphGLMRegressor
 from autoglm_graph.datasets import make_varying_coefficients
 from autoglm_graph.datasets._synthetic import _groups_and_centres
-from autoglm_graph.families import PoissonFamily
-from autoglm_graph.heterogeneity import (
+from autoglm_graph.glm.families import PoissonFamily
+from autoglm_graph.explain.heterogeneity import (
     _summarise,
     _unit_deviance,
     _with_fitted_slope,

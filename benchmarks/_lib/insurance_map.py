@@ -2,12 +2,12 @@
 
 Fits the Poisson frequency model (offset ``log(exposure)``) on a subsample of
 the Belgian policies and draws two maps over the municipality centres
-(``long``/``lat``) with :func:`autoglm_graph.plotting.plot_coefficient_map`:
+(``long``/``lat``) with :func:`autoglm_graph.explain.plotting.plot_coefficient_map`:
 the model's linear predictor less the national GLM's (the log relativity of
 the base frequency) and the per-row bonus-malus slope less the GLM's.
 
 ``--location`` fits ``location_columns=["long", "lat"]`` (the location effect,
-:mod:`autoglm_graph.location`), which the defaults lack: without it the fitted
+:mod:`autoglm_graph.network.location`), which the defaults lack: without it the fitted
 model is mostly the GLM on this data (early stopping keeps no network that
 beats it; see ``insurance.md``) and the maps are flat. ``--no-early-stopping``
 keeps the network trained for ``--epochs`` epochs to show what it learns. The
@@ -54,7 +54,7 @@ def main(argv: list[str]) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from autoglm_graph.plotting import plot_coefficient_map
+    from autoglm_graph.explain.plotting import plot_coefficient_map
 
     data = load_task(folder, "belgian", "frequency", args.subsample, args.seed)
     n_test = len(data.y) // 5

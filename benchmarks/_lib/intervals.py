@@ -41,7 +41,7 @@ from scipy.stats import norm
 
 from autoglm_graph import GraphGLMClassifier, GraphGLMRegressor, IntervalSettings
 from autoglm_graph.datasets import make_varying_coefficients
-from autoglm_graph.intervals import estimate_interval_bias
+from autoglm_graph.explain.intervals import estimate_interval_bias
 from benchmarks._lib.common import command_line, to_markdown
 
 FAMILIES = ("poisson", "binomial", "gaussian")

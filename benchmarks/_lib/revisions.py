@@ -77,6 +77,17 @@ def random_graph(n: int, k: int, seed: int):
     )
 
 
+def _first_module(package, *names: str):
+    """The first of ``package``'s modules ``names`` that exists: the layout of
+    this tree first, then that of revisions before the areas."""
+    for name in names:
+        try:
+            return importlib.import_module(f"{package.__name__}.{name}")
+        except ModuleNotFoundError:
+            continue
+    raise ModuleNotFoundError(f"none of {names} in {package.__name__}")
+
+
 def make_step(
     package, n: int, n_features: int, seed: int, state=None, prepare=None, rows=None
 ):
@@ -86,8 +97,8 @@ def make_step(
     ``rows``, when given, is ``(context, graph)``: the rows and neighbour lists
     to step on instead of random ones.
     """
-    modules = importlib.import_module(f"{package.__name__}.modules")
-    graph_module = importlib.import_module(f"{package.__name__}.graph")
+    modules = _first_module(package, "network.modules", "modules")
+    graph_module = _first_module(package, "neighbors", "graph")
     generator = torch.Generator().manual_seed(seed)
     context = torch.randn(n, n_features, generator=generator)
     targets = torch.randn(n, 2, generator=generator)
