@@ -13,10 +13,10 @@ faiss = pytest.importorskip("faiss")
 from autoglm_graph.neighbors import (  # noqa: E402
     CosineNeighbors,
     NeighborCache,
+    _faiss,
     cosine_topk,
     recall_at_k,
 )
-from autoglm_graph.neighbors import _faiss  # noqa: E402
 from autoglm_graph.neighbors import _search as graph_module  # noqa: E402
 from autoglm_graph.neighbors._search import _resolve_backend  # noqa: E402
 from autoglm_graph.neighbors._topk import faiss_topk  # noqa: E402

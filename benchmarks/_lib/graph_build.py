@@ -3,7 +3,7 @@
 For each N, the self-excluded top-k cosine graph among N rows (d = 32, k = 16 by
 default; synthetic clustered Gaussian mixture, seeded) is built by
 
-* ``ours``: ``autoglm_graph.neighbors._graph.cosine_topk(X, n_neighbors=k)`` (normalisation
+* ``ours``: ``autoglm_graph.cosine_topk(X, n_neighbors=k)`` (normalisation
   included);
 * ``faiss``: ``faiss.IndexFlatIP`` on L2-normalised float32 rows (normalisation
   included), searching k + 1 and dropping the row itself;

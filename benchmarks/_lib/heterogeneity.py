@@ -56,13 +56,13 @@ from sklearn.utils import check_random_state
 from autoglm_graph import GraphGLMClassifier, GraphGLMRegressor
 from autoglm_graph.datasets import make_varying_coefficients
 from autoglm_graph.datasets._synthetic import _groups_and_centres
-from autoglm_graph.glm.families import PoissonFamily
 from autoglm_graph.explain.heterogeneity import (
     _summarise,
     _unit_deviance,
     _with_fitted_slope,
     heterogeneity_test,
 )
+from autoglm_graph.glm.families import PoissonFamily
 from benchmarks._lib.common import command_line, to_markdown
 
 VARYING = ("intercept", "x0", "x1")
