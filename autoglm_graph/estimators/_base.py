@@ -189,7 +189,7 @@ class BaseGraphGLM(
         -------
         dict of str to optuna.distributions.BaseDistribution
         """
-        from ..search import default_search_space
+        from ._search_space import default_search_space
 
         return default_search_space(family)
 

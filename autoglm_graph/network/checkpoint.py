@@ -99,7 +99,9 @@ class Checkpoint:
 
 def _fingerprint(trainer, train, val) -> str:
     """What makes two fits the same fit: rows, settings, network, version."""
-    from .. import __version__
+    from ..utils import package_version
+
+    __version__ = package_version()
 
     digest = hashlib.sha256()
     for rows in (train, val):

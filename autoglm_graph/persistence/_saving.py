@@ -328,7 +328,9 @@ def _versions() -> dict:
     import sklearn
     import skops
 
-    from .. import __version__
+    from ..utils import package_version
+
+    __version__ = package_version()
 
     return {
         "autoglm_graph": __version__,

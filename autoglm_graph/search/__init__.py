@@ -16,14 +16,12 @@ _EXPORTS = {
     "GraphGLMSearchCV": "_search",
     "OptunaPruningCallback": "_optuna",
     "auto_fit": "_search",
-    "default_search_space": "_search_space",
     "make_storage": "_optuna",
 }
 __all__ = [
     "GraphGLMSearchCV",
     "OptunaPruningCallback",
     "auto_fit",
-    "default_search_space",
     "make_storage",
 ]
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
@@ -31,4 +29,3 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 if TYPE_CHECKING:  # static analysers (and import-linter) see the names
     from ._optuna import OptunaPruningCallback, make_storage
     from ._search import GraphGLMSearchCV, auto_fit
-    from ._search_space import default_search_space

@@ -9,6 +9,7 @@ from __future__ import annotations
 from ._lazy import LazyModule, lazy_exports, torch
 from ._threads import limit_threads, n_threads, with_thread_limit
 from ._timing import PHASES, PhaseTimes
+from ._version import package_version
 from ._validation import (
     DEVICE_TYPES,
     MESSAGE_PASSING,
@@ -41,6 +42,7 @@ __all__ = [
     "lazy_exports",
     "limit_threads",
     "n_threads",
+    "package_version",
     "resolve_device",
     "resolve_precision",
     "torch",
