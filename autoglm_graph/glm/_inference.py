@@ -16,6 +16,8 @@ coefficients, in float64.
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -24,6 +26,10 @@ from scipy import linalg, stats
 from sklearn.utils.validation import check_consistent_length, check_is_fitted
 
 from ..utils import align_to_rows, check_offset
+
+if TYPE_CHECKING:
+    from ._terms import GLMTerms
+    from .families import Family
 
 __all__ = ["coef_table", "local_coef_summary", "wald_test_terms"]
 
@@ -122,6 +128,16 @@ def coef_table(
     >>> model.coef_table(X, y).columns.tolist()
     ['coef', 'std_err', 'z', 'p_value', 'ci_lower', 'ci_upper']
     """
+    _check_table_params(cov_type, alpha, weights)
+    check_is_fitted(estimator, "global_glm_")
+    fit = _SolvedGLM.from_data(estimator, X, y, sample_weight, offset)
+    frequency = weights == "frequency"
+    params, cov, dispersion = _solver_covariance(estimator, fit, cov_type, frequency)
+    coef, cov = _to_user_units(fit, params, cov)
+    return _table(estimator, coef, cov, alpha, dispersion, cov_type)
+
+
+def _check_table_params(cov_type: str, alpha: float, weights: str) -> None:
     if cov_type not in COV_TYPES:
         raise ValueError(
             f"The 'cov_type' parameter must be one of {', '.join(COV_TYPES)}; "
@@ -134,74 +150,107 @@ def coef_table(
             f"The 'weights' parameter must be one of {', '.join(WEIGHT_TYPES)}; "
             f"got weights={weights!r}."
         )
-    check_is_fitted(estimator, "global_glm_")
-    predictor = estimator.predictor()
-    terms = predictor.glm_terms
-    design = terms.select(predictor.design(X))  # float64
-    n = design.shape[0]
-    y_model = encode_target(estimator, y)
-    check_consistent_length(design, y_model)
-    sample_weight = align_to_rows(sample_weight, X, "sample_weight")
-    w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, float)
-    check_consistent_length(design, w)
-    offset = check_offset(align_to_rows(offset, X, "offset"), n)
-    glm = estimator.global_glm_
-    family = estimator.family_
-    ones = [np.ones(n)] if terms.fit_intercept else []
-    X1 = np.column_stack([*ones, design])  # intercept first
-    params = np.concatenate([glm.intercept[:, None], glm.coef], axis=1)  # [K, p+1]
-    params = params[:, 1 - len(ones) :]
-    # The standard errors are those of the GLM as solved: the balance shift
-    # (``balance=True``) moves the intercept off its optimum, and is added back
-    # to the reported intercept below.
-    correction = getattr(estimator, "balance_correction_", 0.0) if ones else 0.0
-    params[:, 0] -= correction
-    eta = X1 @ params.T + (0.0 if offset is None else offset[:, None])
+
+
+@dataclass(frozen=True)
+class _SolvedGLM:
+    """The global GLM on the data of the fit, in the solver's columns."""
+
+    family: Family
+    terms: GLMTerms
+    X1: np.ndarray  # the solver's design, intercept column first (if any)
+    y: np.ndarray  # encoded: [n], or one-hot [n, K]
+    w: np.ndarray
+    eta: np.ndarray  # [n, K], offset included
+    params: np.ndarray  # [K, m]: the coefficients as solved (see from_data)
+    n_intercept: int  # 1, or 0 for a model without intercept
+    correction: float  # the balance shift taken off the intercept
+
+    @classmethod
+    def from_data(cls, estimator, X, y, sample_weight, offset) -> _SolvedGLM:
+        predictor = estimator.predictor()
+        terms = predictor.glm_terms
+        design = terms.select(predictor.design(X))  # float64
+        n = design.shape[0]
+        y_model = encode_target(estimator, y)
+        check_consistent_length(design, y_model)
+        sample_weight = align_to_rows(sample_weight, X, "sample_weight")
+        w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, float)
+        check_consistent_length(design, w)
+        offset = check_offset(align_to_rows(offset, X, "offset"), n)
+        glm = estimator.global_glm_
+        ones = [np.ones(n)] if terms.fit_intercept else []
+        X1 = np.column_stack([*ones, design])  # intercept first
+        params = np.concatenate([glm.intercept[:, None], glm.coef], axis=1)
+        params = params[:, 1 - len(ones) :]  # [K, p+1]
+        # The standard errors are those of the GLM as solved: the balance shift
+        # (``balance=True``) moves the intercept off its optimum, and is added
+        # back to the reported intercept (:func:`_to_user_units`).
+        correction = getattr(estimator, "balance_correction_", 0.0) if ones else 0.0
+        params[:, 0] -= correction
+        eta = X1 @ params.T + (0.0 if offset is None else offset[:, None])
+        family = estimator.family_
+        return cls(family, terms, X1, y_model, w, eta, params, len(ones), correction)
+
+
+def _solver_covariance(estimator, fit: _SolvedGLM, cov_type: str, frequency: bool):
+    """The reported parameters, their covariance and the dispersion, in the
+    solver's columns: ``(params [K, m], cov [K * m, K * m], dispersion)``."""
+    family, X1, w = fit.family, fit.X1, fit.w
     if family.multi_output:
-        score_eta, info_eta = _multinomial_parts(y_model, eta)
+        score_eta, info_eta = _multinomial_parts(fit.y, fit.eta)
         # Reference-class parametrisation: class k > 0 gets beta_k - beta_0.
         score_eta, info_eta = score_eta[:, 1:], info_eta[:, 1:, 1:]
-        params = params[1:] - params[0]
+        params = fit.params[1:] - fit.params[0]
     else:
         observed = cov_type == "sandwich"
-        score_eta, info_eta = _single_parts(family, y_model, eta[:, 0], observed)
+        score_eta, info_eta = _single_parts(family, fit.y, fit.eta[:, 0], observed)
+        params = fit.params
     K, m = params.shape
     hessian = _information(X1, w, info_eta)
-    penalty = _penalty_matrix(estimator, terms, len(ones), family.multi_output, K)
+    penalty = _penalty_matrix(
+        estimator, fit.terms, fit.n_intercept, family.multi_output, K
+    )
     penalty *= w.sum()
     hessian += penalty
     scores = (w[:, None] * score_eta)[:, :, None] * X1[:, None, :]  # [n, K, p+1]
-    scores = scores.reshape(n, K * m)
-    frequency = weights == "frequency"
+    scores = scores.reshape(X1.shape[0], K * m)
     _check_stationary(scores.sum(axis=0) - penalty @ params.ravel(), w.sum())
     bread = linalg.pinvh(hessian)
-    dispersion = 1.0
-    if family.estimated_dispersion:
-        mu = family.inverse_link(torch.as_tensor(eta[:, 0])).numpy()
-        variance = family.unit_variance(torch.as_tensor(mu)).numpy()
-        pearson = np.sum(w * (y_model - mu) ** 2 / variance)
-        n_obs = w.sum() if frequency else n
-        dispersion = pearson / (n_obs - np.linalg.matrix_rank(X1))
+    dispersion = _dispersion(fit, frequency) if family.estimated_dispersion else 1.0
     if cov_type == "fisher":
-        cov = dispersion * bread
-    else:
-        # Frequency weights: w_i copies of the score s_i / w_i each.
-        per_copy = np.divide(
-            scores, w[:, None], out=np.zeros_like(scores), where=w[:, None] > 0
-        )
-        meat = scores.T @ (per_copy if frequency else scores)
-        cov = bread @ meat @ bread
-    # To the user's units: intercept - sum_j c_j shift_j / scale_j, c_j / scale_j.
-    shift, scale = terms.shift, terms.scale
-    block = np.diag(np.r_[[1.0] * len(ones), 1.0 / scale])
-    if ones:
+        return params, dispersion * bread, dispersion
+    # Frequency weights: w_i copies of the score s_i / w_i each.
+    per_copy = np.divide(
+        scores, w[:, None], out=np.zeros_like(scores), where=w[:, None] > 0
+    )
+    meat = scores.T @ (per_copy if frequency else scores)
+    return params, bread @ meat @ bread, dispersion
+
+
+def _dispersion(fit: _SolvedGLM, frequency: bool) -> float:
+    """Pearson chi2 over the residual degrees of freedom."""
+    family, w = fit.family, fit.w
+    mu = family.inverse_link(torch.as_tensor(fit.eta[:, 0])).numpy()
+    variance = family.unit_variance(torch.as_tensor(mu)).numpy()
+    pearson = np.sum(w * (fit.y - mu) ** 2 / variance)
+    n_obs = w.sum() if frequency else fit.X1.shape[0]
+    return pearson / (n_obs - np.linalg.matrix_rank(fit.X1))
+
+
+def _to_user_units(fit: _SolvedGLM, params: np.ndarray, cov: np.ndarray):
+    """The coefficients and their covariance in the user's units:
+    intercept - sum_j c_j shift_j / scale_j, and c_j / scale_j."""
+    shift, scale = fit.terms.shift, fit.terms.scale
+    block = np.diag(np.r_[[1.0] * fit.n_intercept, 1.0 / scale])
+    if fit.n_intercept:
         block[0, 1:] = -shift / scale
-    jacobian = linalg.block_diag(*([block] * K))
-    if not family.multi_output:  # (the classes' differences do not move)
-        params[:, 0] += correction
+    jacobian = linalg.block_diag(*([block] * params.shape[0]))
+    if not fit.family.multi_output:  # (the classes' differences do not move)
+        params = params.copy()
+        params[:, 0] += fit.correction
     coef = jacobian @ params.ravel()
-    cov = jacobian @ cov @ jacobian.T
-    return _table(estimator, coef, cov, alpha, dispersion, cov_type)
+    return coef, jacobian @ cov @ jacobian.T
 
 
 def _information(X1: np.ndarray, w: np.ndarray, info_eta: np.ndarray) -> np.ndarray:
@@ -290,7 +339,7 @@ def _check_stationary(gradient: np.ndarray, total_weight: float) -> None:
             "The global GLM's coefficients are not stationary on this data: "
             "coef_table expects the data (X, y, sample_weight, offset) of the fit.",
             UserWarning,
-            stacklevel=3,
+            stacklevel=4,  # the caller of coef_table
         )
 
 
