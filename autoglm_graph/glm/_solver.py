@@ -308,24 +308,38 @@ def fit_global_glm(
         B, n_iter, converged = _newton(obj, B, max_iter, tol)
     else:
         B, n_iter, converged = _lbfgs(obj, B, 10 * max_iter, tol)
+    if not converged:
+        _warn_not_converged(obj, B, n_iter, tol, alpha)
+    if alpha == 0 and family.is_classification:
+        _warn_if_separated(obj, B, w)
+    return _global_glm(B, n_features, n_iter, converged, fit_intercept)
+
+
+def _global_glm(
+    B: np.ndarray, n_features: int, n_iter: int, converged: bool, fit_intercept: bool
+) -> GlobalGLM:
+    """The solution ``B`` (slopes, then the intercept) as a :class:`GlobalGLM`."""
+    n_outputs = B.shape[0]
     coef = B[:, :n_features].copy()
     intercept = B[:, -1].copy() if fit_intercept else np.zeros(n_outputs)
     if n_outputs > 1 and fit_intercept:
         # Only differences between class intercepts are identified.
         intercept = intercept - intercept.mean()
-    if not converged:
-        _, grad, _ = obj.parts(B, hessian=False)
-        warnings.warn(
-            f"The global GLM did not converge in {n_iter} iterations: the largest "
-            f"absolute gradient is {np.max(np.abs(grad)):.3g} > tol={tol:g}. "
-            + _nonconvergence_advice(obj, B, alpha),
-            ConvergenceWarning,
-            stacklevel=caller_stacklevel(),
-        )
-    if alpha == 0 and family.is_classification:
-        _warn_if_separated(obj, B, w)
     return GlobalGLM(
         coef=coef, intercept=intercept, n_iter=int(n_iter), converged=converged
+    )
+
+
+def _warn_not_converged(
+    obj: _Objective, B: np.ndarray, n_iter: int, tol: float, alpha: float
+) -> None:
+    _, grad, _ = obj.parts(B, hessian=False)
+    warnings.warn(
+        f"The global GLM did not converge in {n_iter} iterations: the largest "
+        f"absolute gradient is {np.max(np.abs(grad)):.3g} > tol={tol:g}. "
+        + _nonconvergence_advice(obj, B, alpha),
+        ConvergenceWarning,
+        stacklevel=caller_stacklevel(),
     )
 
 

@@ -208,16 +208,8 @@ def glm_summary(
     >>> print(summary)  # doctest: +SKIP
     """
     check_is_fitted(estimator, "global_glm_")
-    coefficients = coef_table(
-        estimator,
-        X,
-        y,
-        sample_weight,
-        offset,
-        cov_type=cov_type,
-        alpha=alpha,
-        weights=weights,
-    )
+    options = {"cov_type": cov_type, "alpha": alpha, "weights": weights}
+    coefficients = coef_table(estimator, X, y, sample_weight, offset, **options)
     fit = _GLMFit.from_data(estimator, X, y, sample_weight, offset)
     header = _header(estimator, fit, coefficients, y, sample_weight, weights)
     notes = _notes(estimator, header, coefficients, fit, sample_weight, weights)
