@@ -13,7 +13,9 @@ settings) and returns an adapter with a common interface:
 
 An adapter may have a ``note()`` method whose text goes into the report.
 A factory raises :class:`NotApplicable` when its model does not handle the family
-(or an offset); the runner records "n/a" with the reason. The registry
+(or an offset); the runner records "n/a" with the reason. ``Task`` and
+``NotApplicable`` live in :mod:`benchmarks._lib.task` (shared with
+:mod:`benchmarks._lib.peers`, whose tuned peers are registered here). The registry
 :data:`MODELS` maps a model name to its factory; :data:`REQUIRES` names the
 optional package each model needs, so that a missing one is skipped with a note.
 
@@ -36,7 +38,6 @@ import logging
 import tempfile
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 from sklearn.compose import TransformedTargetRegressor
@@ -53,67 +54,13 @@ from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.preprocessing import StandardScaler
 
 from autoglm_graph import GraphGLMClassifier, GraphGLMRegressor, TabularPreprocessor
+from benchmarks._lib.peers import EBMModel, LightGBMTunedModel
+from benchmarks._lib.task import CLASSIFICATION, LOG_LINK, NotApplicable, Task
 
-CLASSIFICATION = ("binomial", "multinomial")
-LOG_LINK = ("poisson", "gamma", "tweedie", "negative_binomial")
 # Floor of predicted means for log-link families (models fitted without a link).
 MEAN_FLOOR = 1e-6
 # GraphGLM's default alpha; glum and scikit-learn use the same scaling.
 ALPHA = 1e-4
-
-
-class NotApplicable(Exception):
-    """The model does not handle this family or this kind of data."""
-
-
-@dataclass(frozen=True)
-class Task:
-    """What a model factory needs to know.
-
-    Attributes
-    ----------
-    family : str
-        Family of the dataset (``"poisson"``, ``"binomial"``, ...).
-    power : float
-        Tweedie variance power (tweedie only).
-    theta : float
-        Negative binomial dispersion (variance ``mu + theta * mu**2``).
-    seed : int
-        Random state of the models.
-    quick : bool
-        Smoke-test settings: fewer epochs and trees.
-    threads : int or None
-        Threads for LightGBM and GraphGLM (``n_jobs``); None: their
-        defaults (all cores for LightGBM, one thread for GraphGLM). Torch and
-        the BLAS/OpenMP pools of the other models are limited by the runner.
-    tuning_trials : int
-        Optuna trials of ``lightgbm_tuned``.
-    tuning_folds : int
-        Cross-validation folds scoring each trial of ``lightgbm_tuned``.
-    ebm_budget_s : float or None
-        Seconds after which an ``ebm`` fit stops and is reported n/a; None:
-        no limit.
-    """
-
-    family: str
-    power: float = 1.5
-    theta: float = 1.0
-    seed: int = 0
-    quick: bool = False
-    threads: int | None = None
-    tuning_trials: int = 30
-    tuning_folds: int = 3
-    ebm_budget_s: float | None = None
-
-    @property
-    def is_classification(self) -> bool:
-        """Binomial or multinomial."""
-        return self.family in CLASSIFICATION
-
-    @property
-    def variance_power(self) -> float:
-        """Power ``p`` of the rate trick's weight ``exposure ** (2 - p)``."""
-        return {"gamma": 2.0, "tweedie": self.power}.get(self.family, 1.0)
 
 
 # ------------------------------------------------------------------ helpers
@@ -482,15 +429,11 @@ def lightgbm_gbm(task: Task):
 
 def lightgbm_tuned(task: Task):
     """LightGBM tuned by Optuna (TPE, 30 trials, 3-fold CV deviance), refitted."""
-    from benchmarks._lib.peers import LightGBMTunedModel
-
     return LightGBMTunedModel(task)
 
 
 def ebm(task: Task):
     """interpret's EBM with its defaults and the family's objective."""
-    from benchmarks._lib.peers import EBMModel
-
     return EBMModel(task)
 
 

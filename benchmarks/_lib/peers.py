@@ -2,7 +2,8 @@
 
 Adapters with the interface of :mod:`benchmarks._lib.models` (``fit(X, y,
 offset, groups)``, ``predict(X, offset)``, ``note()``); their factories are
-registered there, in ``EXTRA_MODELS`` (run when named with ``--models``).
+registered there, in ``EXTRA_MODELS`` (run when named with ``--models``). This
+module imports only the shared :mod:`benchmarks._lib.task`, never ``models``.
 
 - :class:`LightGBMTunedModel`: LightGBM with the family's objective, its
   hyperparameters chosen by Optuna's ``TPESampler`` over ``Task.tuning_trials``
@@ -23,8 +24,8 @@ import numpy as np
 from sklearn.model_selection import GroupKFold, KFold, StratifiedKFold
 
 from autoglm_graph import get_family
-from benchmarks._lib.models import LOG_LINK, NotApplicable, Task
 from benchmarks._lib.suite import mean_deviance
+from benchmarks._lib.task import LOG_LINK, NotApplicable, Task
 
 
 def _lightgbm_objective(task: Task) -> dict:

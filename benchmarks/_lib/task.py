@@ -1,0 +1,67 @@
+"""What every model adapter of the suite shares: the task, and "not applicable".
+
+:mod:`benchmarks._lib.models` (the registry and the plain adapters) and
+:mod:`benchmarks._lib.peers` (the tuned peers) both import from here, so that
+neither imports the other's module for these names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CLASSIFICATION = ("binomial", "multinomial")
+LOG_LINK = ("poisson", "gamma", "tweedie", "negative_binomial")
+
+
+class NotApplicable(Exception):
+    """The model does not handle this family or this kind of data."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """What a model factory needs to know.
+
+    Attributes
+    ----------
+    family : str
+        Family of the dataset (``"poisson"``, ``"binomial"``, ...).
+    power : float
+        Tweedie variance power (tweedie only).
+    theta : float
+        Negative binomial dispersion (variance ``mu + theta * mu**2``).
+    seed : int
+        Random state of the models.
+    quick : bool
+        Smoke-test settings: fewer epochs and trees.
+    threads : int or None
+        Threads for LightGBM and GraphGLM (``n_jobs``); None: their
+        defaults (all cores for LightGBM, one thread for GraphGLM). Torch and
+        the BLAS/OpenMP pools of the other models are limited by the runner.
+    tuning_trials : int
+        Optuna trials of ``lightgbm_tuned``.
+    tuning_folds : int
+        Cross-validation folds scoring each trial of ``lightgbm_tuned``.
+    ebm_budget_s : float or None
+        Seconds after which an ``ebm`` fit stops and is reported n/a; None:
+        no limit.
+    """
+
+    family: str
+    power: float = 1.5
+    theta: float = 1.0
+    seed: int = 0
+    quick: bool = False
+    threads: int | None = None
+    tuning_trials: int = 30
+    tuning_folds: int = 3
+    ebm_budget_s: float | None = None
+
+    @property
+    def is_classification(self) -> bool:
+        """Binomial or multinomial."""
+        return self.family in CLASSIFICATION
+
+    @property
+    def variance_power(self) -> float:
+        """Power ``p`` of the rate trick's weight ``exposure ** (2 - p)``."""
+        return {"gamma": 2.0, "tweedie": self.power}.get(self.family, 1.0)
