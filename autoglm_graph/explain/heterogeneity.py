@@ -75,6 +75,7 @@ effect of ``x_j`` is a varying local slope too, and is flagged.
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -158,60 +159,92 @@ def heterogeneity_test(
     if not 0 < alpha < 1:
         raise ValueError(f"The 'alpha' parameter must be in (0, 1); got {alpha!r}.")
     check_is_fitted(estimator, "global_glm_")
-    predictor = estimator.predictor()
-    glm_terms = predictor.glm_terms
-    if y is None:
-        y = _target_of(estimator, glm_terms, X)
-    design = predictor.design(X)
-    n = design.shape[0]
-    y_model = encode_target(estimator, y)
-    check_consistent_length(design, y_model)
-    sample_weight = align_to_rows(sample_weight, X, "sample_weight")
-    w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, float)
-    check_consistent_length(design, w)
-    if not w.sum() > 0:
-        raise ValueError("sample_weight must have a positive sum.")
-    offset = check_offset(align_to_rows(offset, X, "offset"), n)
-    eta, theta = predictor.coefficients(design, offset)  # [n, K], [n, K, p+1]
-    family = estimator.family_
-    deviance = _unit_deviance(family, y_model, eta)
-    terms = ["intercept", *estimator.feature_names_out_]
-    gains = np.zeros((len(terms), n))
-    if not estimator.is_global_only_:  # else one slope per column: no variation
-        level = _level_part(
-            estimator,
-            glm_terms.select(design),
-            theta,
-            w,
-            max(min_centre, int(centre_share * n)),
-        )
-        gains[0] = _unit_deviance(family, y_model, eta - level) - deviance
-        coef = estimator.global_glm_.coef
-        for group, move in _null_moves(predictor, X, design):
-            if move is None:  # no row to move: gain 0
-                continue
-            moved, step, change = move
-            # From the global GLM: its slopes, or its change on a level's rows.
-            start = coef[:, group] if change is None else coef @ change
-            eta_moved, _ = predictor.coefficients(moved, offset)
-            eta_null = _with_fitted_slope(family, eta_moved, step, start, y_model, w)
-            gains[1 + np.asarray(group)] = (
-                _unit_deviance(family, y_model, eta_null) - deviance
-            )
-    local = predictor.to_user_units(theta)[:, 0, :]
-    global_user = predictor.global_theta_user()[0]
-    if not glm_terms.fit_intercept:  # no intercept to test
-        terms, gains = terms[1:], gains[1:]
-        local, global_user = local[:, 1:], global_user[1:]
-    table = _summarise(gains, w, alpha)
-    table.insert(0, "global", global_user)
-    table.insert(1, "local_sd", local.std(axis=0) if n > 1 else 0.0)
-    table.insert(
-        3, "relative_gain", table["deviance_gain"] / np.average(deviance, weights=w)
-    )
-    table.index = pd.Index(terms, name="term")
+    rows = _HeldOutRows.from_data(estimator, X, y, sample_weight, offset)
+    if estimator.is_global_only_:  # one slope per column: no variation
+        gains = np.zeros((1 + len(estimator.feature_names_out_), rows.n))
+    else:
+        n_centre = max(min_centre, int(centre_share * rows.n))
+        gains = _gains(estimator, rows, X, n_centre)
+    table = _gain_table(estimator, rows, gains, alpha)
     if estimator.is_global_only_:
         _say_no_network(estimator, table)
+    return table
+
+
+@dataclass(frozen=True)
+class _HeldOutRows:
+    """The rows passed, with the fitted model's predictions on them."""
+
+    predictor: object  # the estimator's Predictor
+    design: np.ndarray
+    y: np.ndarray  # encoded: [n], or one-hot [n, K]
+    w: np.ndarray
+    offset: np.ndarray | None
+    eta: np.ndarray  # [n, K]
+    theta: np.ndarray  # [n, K, p+1]: the per-row coefficients
+    deviance: np.ndarray  # [n]: the model's unit deviances
+
+    @property
+    def n(self) -> int:
+        return self.design.shape[0]
+
+    @classmethod
+    def from_data(cls, estimator, X, y, sample_weight, offset) -> _HeldOutRows:
+        predictor = estimator.predictor()
+        if y is None:
+            y = _target_of(estimator, predictor.glm_terms, X)
+        design = predictor.design(X)
+        n = design.shape[0]
+        y_model = encode_target(estimator, y)
+        check_consistent_length(design, y_model)
+        sample_weight = align_to_rows(sample_weight, X, "sample_weight")
+        w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, float)
+        check_consistent_length(design, w)
+        if not w.sum() > 0:
+            raise ValueError("sample_weight must have a positive sum.")
+        offset = check_offset(align_to_rows(offset, X, "offset"), n)
+        eta, theta = predictor.coefficients(design, offset)
+        deviance = _unit_deviance(estimator.family_, y_model, eta)
+        return cls(predictor, design, y_model, w, offset, eta, theta, deviance)
+
+
+def _gains(estimator, rows: _HeldOutRows, X, n_centre: int) -> np.ndarray:
+    """Each term's null model's unit deviances less the model's, ``[1 + p, n]``
+    (the intercept's first; 0 for a term with no row to move)."""
+    predictor, family, y, w = rows.predictor, estimator.family_, rows.y, rows.w
+    gains = np.zeros((1 + len(estimator.feature_names_out_), rows.n))
+    glm_design = predictor.glm_terms.select(rows.design)
+    level = _level_part(estimator, glm_design, rows.theta, w, n_centre)
+    gains[0] = _unit_deviance(family, y, rows.eta - level) - rows.deviance
+    coef = estimator.global_glm_.coef
+    for group, move in _null_moves(predictor, X, rows.design):
+        if move is None:  # no row to move: gain 0
+            continue
+        moved, step, change = move
+        # From the global GLM: its slopes, or its change on a level's rows.
+        start = coef[:, group] if change is None else coef @ change
+        eta_moved, _ = predictor.coefficients(moved, rows.offset)
+        eta_null = _with_fitted_slope(family, eta_moved, step, start, y, w)
+        gains[1 + np.asarray(group)] = (
+            _unit_deviance(family, y, eta_null) - rows.deviance
+        )
+    return gains
+
+
+def _gain_table(estimator, rows: _HeldOutRows, gains, alpha: float) -> pd.DataFrame:
+    """The returned table: per term, the coefficients and the summarised gains."""
+    terms = ["intercept", *estimator.feature_names_out_]
+    local = rows.predictor.to_user_units(rows.theta)[:, 0, :]
+    global_user = rows.predictor.global_theta_user()[0]
+    if not rows.predictor.glm_terms.fit_intercept:  # no intercept to test
+        terms, gains = terms[1:], gains[1:]
+        local, global_user = local[:, 1:], global_user[1:]
+    table = _summarise(gains, rows.w, alpha)
+    table.insert(0, "global", global_user)
+    table.insert(1, "local_sd", local.std(axis=0) if rows.n > 1 else 0.0)
+    mean_deviance = np.average(rows.deviance, weights=rows.w)
+    table.insert(3, "relative_gain", table["deviance_gain"] / mean_deviance)
+    table.index = pd.Index(terms, name="term")
     return table
 
 

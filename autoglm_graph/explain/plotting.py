@@ -277,11 +277,32 @@ def plot_coefficient_map(
     if hasattr(model, "feature_names_in_"):  # the coordinates may be extra columns
         inputs = X[list(model.feature_names_in_)]
     values = _map_values(model, inputs, term, class_label)
+    places = _mean_per_place(X[x], X[y], values)
+    label = (
+        "linear predictor - global GLM's"
+        if term == LINEAR_PREDICTOR
+        else f"local - global coefficient of {term}"
+    )
+    ax = _scatter_places(places, label, ax, cmap)
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    ax.set_title(f"{label}: {len(places)} locations, {len(X)} rows")
+    return ax
+
+
+def _mean_per_place(xs, ys, values) -> pd.DataFrame:
+    """Per distinct pair of coordinates ``x``, ``y``: the ``mean`` of the
+    values of its rows and their number (``size``)."""
     frame = pd.DataFrame(
-        {"x": np.asarray(X[x], float), "y": np.asarray(X[y], float), "v": values}
+        {"x": np.asarray(xs, float), "y": np.asarray(ys, float), "v": values}
     )
     places = frame.groupby(["x", "y"], sort=False)["v"].agg(["mean", "size"])
-    places = places.reset_index()
+    return places.reset_index()
+
+
+def _scatter_places(places: pd.DataFrame, label: str, ax, cmap: str) -> Axes:
+    """One dot per place, coloured on a diverging scale centred at 0 (clipped
+    at the 98th percentile of the absolute means), its area by its rows."""
     limit = float(np.quantile(np.abs(places["mean"]), 0.98)) or 1.0
     from matplotlib.colors import TwoSlopeNorm
 
@@ -295,15 +316,7 @@ def plot_coefficient_map(
         norm=TwoSlopeNorm(0.0, -limit, limit),
         edgecolors="none",
     )
-    label = (
-        "linear predictor - global GLM's"
-        if term == LINEAR_PREDICTOR
-        else f"local - global coefficient of {term}"
-    )
     ax.figure.colorbar(points, ax=ax, label=label, extend="both")
-    ax.set_xlabel(x)
-    ax.set_ylabel(y)
-    ax.set_title(f"{label}: {len(places)} locations, {len(frame)} rows")
     return ax
 
 

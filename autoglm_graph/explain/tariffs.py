@@ -74,21 +74,14 @@ def factor_table(
         index is a plain range, so ``to_csv``/``to_excel`` write it as is.
     """
     check_is_fitted(estimator, "global_glm_")
-    if estimator._n_outputs != 1:
-        raise ValueError(
-            "factor_table needs a single-output model (one coefficient per "
-            f"term); got {estimator._n_outputs} outputs (multinomial)."
-        )
+    _check_single_output(estimator)
     log_link = estimator.family_.link_name == "log"
     table = _global_rows(
         estimator, X, y, sample_weight, offset, alpha, cov_type, weights
     )
     local = estimator.local_coef(X, offset)
     rows = _level_rows(estimator, X)
-    merged = {
-        (str(column), "infrequent_sklearn"): ", ".join(levels)
-        for column, levels in estimator.preprocessor_.infrequent_levels().items()
-    }
+    merged = _infrequent_members(estimator.preprocessor_)
     n = local.shape[0]
     sample_weight = align_to_rows(sample_weight, X, "sample_weight")
     weight = np.ones(n) if sample_weight is None else np.asarray(sample_weight, float)
@@ -97,20 +90,53 @@ def factor_table(
     for term, column, level, mask in rows:
         entry = {"term": term, "column": column, "level": level}
         entry["members"] = merged.get((column, level), "")
-        if term in table.index:
-            entry.update(table.loc[term].to_dict())
-            coef = local[term].to_numpy()[mask]
-        else:  # a base level: the others' relativities are relative to it
-            entry.update(dict.fromkeys(table.columns, np.nan))
-            entry.update(coef=0.0, relativity=1.0 if log_link else np.nan)
-            coef = np.zeros(int(mask.sum()))
-        entry["rows"] = int(mask.sum())
-        entry["weight"] = float(weight[mask].sum())
-        if log_link and offset is not None:
-            entry["exposure"] = float(np.exp(offset[mask]).sum())
-        entry.update(_spread(coef, log_link))
+        entry.update(_level_coefficients(table, term, log_link))
+        entry.update(_level_totals(mask, weight, offset, log_link))
+        entry.update(_spread(_local_coef(local, table, term, mask), log_link))
         out.append(entry)
     return pd.DataFrame(out)
+
+
+def _check_single_output(estimator) -> None:
+    if estimator._n_outputs != 1:
+        raise ValueError(
+            "factor_table needs a single-output model (one coefficient per "
+            f"term); got {estimator._n_outputs} outputs (multinomial)."
+        )
+
+
+def _infrequent_members(preprocessor) -> dict:
+    """``(column, "infrequent_sklearn")`` -> the levels that ``min_frequency``
+    or ``max_categories`` grouped there, comma-separated."""
+    return {
+        (str(column), "infrequent_sklearn"): ", ".join(levels)
+        for column, levels in preprocessor.infrequent_levels().items()
+    }
+
+
+def _level_coefficients(table: pd.DataFrame, term: str, log_link: bool) -> dict:
+    """A term's row of the global table; a base level has no term: the others'
+    relativities are relative to it (coefficient 0, relativity 1)."""
+    if term in table.index:
+        return table.loc[term].to_dict()
+    entry = dict.fromkeys(table.columns, np.nan)
+    entry.update(coef=0.0, relativity=1.0 if log_link else np.nan)
+    return entry
+
+
+def _level_totals(mask, weight, offset, log_link: bool) -> dict:
+    """``rows``, ``weight`` and (an offset under the log link) ``exposure``."""
+    totals = {"rows": int(mask.sum()), "weight": float(weight[mask].sum())}
+    if log_link and offset is not None:
+        totals["exposure"] = float(np.exp(offset[mask]).sum())
+    return totals
+
+
+def _local_coef(local: pd.DataFrame, table, term: str, mask) -> np.ndarray:
+    """The per-row coefficients of a term on the level's rows (0 for a base level)."""
+    if term in table.index:
+        return local[term].to_numpy()[mask]
+    return np.zeros(int(mask.sum()))
 
 
 def _global_rows(estimator, X, y, sample_weight, offset, alpha, cov_type, weights):
