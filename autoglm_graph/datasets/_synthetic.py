@@ -133,45 +133,24 @@ or (n_samples, n_classes, n_features + 1)
     >>> len({tuple(row) for row in coef})
     3
     """
-    _validate(
-        n_samples,
-        n_features,
-        n_groups,
-        family,
-        noise,
-        group_separation,
-        power,
-        n_classes,
-    )
-    if n_group_features is not None and (
-        not isinstance(n_group_features, Integral)
-        or isinstance(n_group_features, bool)
-        or not 1 <= n_group_features <= n_features
-    ):
-        raise ValueError(
-            "The 'n_group_features' parameter must be None or an int in "
-            f"[1, n_features={n_features}]; got {n_group_features!r}."
-        )
+    _check_counts(n_samples, n_features, n_groups, n_classes)
+    _check_distribution(family, noise, group_separation, power)
+    _check_n_group_features(n_group_features, n_features)
     rng = check_random_state(random_state)
     groups, centres = _groups_and_centres(
         rng, n_samples, n_groups, n_features, group_separation, n_group_features
     )
     X = centres[groups] + rng.standard_normal((n_samples, n_features))
     shape = (n_groups, n_classes) if family == "multinomial" else (n_groups,)
-    group_coef = _group_coefficients(rng, shape, centres)
-    coef = group_coef[groups]
+    coef = _group_coefficients(rng, shape, centres)[groups]
     eta = coef[..., 0] + np.einsum("n...p,np->n...", coef[..., 1:], X)
     y = _sample(rng, family, eta, noise, power)
     if return_frame:
         X = pd.DataFrame(X, columns=[f"x{j}" for j in range(n_features)])
-    if return_groups:
-        return X, y, coef, groups
-    return X, y, coef
+    return (X, y, coef, groups) if return_groups else (X, y, coef)
 
 
-def _validate(
-    n_samples, n_features, n_groups, family, noise, group_separation, power, n_classes
-):
+def _check_counts(n_samples, n_features, n_groups, n_classes) -> None:
     for name, value, low in (
         ("n_samples", n_samples, 1),
         ("n_features", n_features, 1),
@@ -182,6 +161,9 @@ def _validate(
             raise ValueError(
                 f"The '{name}' parameter must be an int >= {low}; got {value!r}."
             )
+
+
+def _check_distribution(family, noise, group_separation, power) -> None:
     if family not in SYNTHETIC_FAMILIES:
         raise ValueError(
             f"The 'family' parameter must be one of {list(SYNTHETIC_FAMILIES)}; "
@@ -202,6 +184,18 @@ def _validate(
         raise ValueError(
             "The 'power' parameter must be strictly between 1 and 2 for "
             f"family='tweedie' (compound Poisson-gamma); got power={power!r}."
+        )
+
+
+def _check_n_group_features(n_group_features, n_features) -> None:
+    if n_group_features is not None and (
+        not isinstance(n_group_features, Integral)
+        or isinstance(n_group_features, bool)
+        or not 1 <= n_group_features <= n_features
+    ):
+        raise ValueError(
+            "The 'n_group_features' parameter must be None or an int in "
+            f"[1, n_features={n_features}]; got {n_group_features!r}."
         )
 
 
