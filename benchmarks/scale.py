@@ -55,7 +55,7 @@ from benchmarks._lib.common import command_line, cpu_name, dispatch, to_markdown
 
 # ----------------------------------------------------------------- step part
 def _random_graph(n: int, k: int, seed: int):
-    from autoglm_graph.neighbors._graph import NeighborGraph
+    from autoglm_graph import NeighborGraph
 
     # The cost of a step does not depend on which rows are neighbours, only on
     # how many; random lists avoid an exact search of N x N at 100k+ rows.

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
+import ast
 import importlib
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +15,7 @@ import pytest
 
 DATASETS = ["diabetes", "synthetic_poisson"]
 MODELS = ["graphglm", "graphglm_global", "glum"]
+BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
 
 pytest.importorskip("glum")
 
@@ -213,8 +217,8 @@ def test_tuned_lightgbm_runs_its_trials_and_scores_them_by_cv_deviance():
     pytest.importorskip("lightgbm")
     import numpy as np
 
-    from benchmarks._lib.models import Task
     from benchmarks._lib.peers import LightGBMTunedModel
+    from benchmarks._lib.task import Task
 
     X, y, offset = _count_data()
     task = Task("poisson", seed=1, threads=1, tuning_trials=4, tuning_folds=3)
@@ -251,8 +255,8 @@ def test_tuned_lightgbm_folds_keep_a_unit_in_one_fold():
     pytest.importorskip("lightgbm")
     import numpy as np
 
-    from benchmarks._lib.models import Task
     from benchmarks._lib.peers import LightGBMTunedModel
+    from benchmarks._lib.task import Task
 
     X, y, _ = _count_data(n=90)
     groups = np.repeat(np.arange(30), 3)
@@ -266,8 +270,8 @@ def test_ebm_takes_the_offset_and_reports_its_time_budget_as_na():
     pytest.importorskip("interpret")
     import numpy as np
 
-    from benchmarks._lib.models import NotApplicable, Task
     from benchmarks._lib.peers import EBMModel
+    from benchmarks._lib.task import NotApplicable, Task
 
     X, y, offset = _count_data(n=150)
     task = Task("poisson", seed=0, threads=1)
@@ -352,9 +356,169 @@ def test_win_counts_count_the_near_losses_within_the_tolerance():
     ),
 )
 def test_every_benchmark_module_imports(module):
-    # The library's private helpers that a benchmark reads can move; an
-    # import error here names the benchmark before a smoke run does.
+    # An import error here names the benchmark before a smoke run does.
     importlib.import_module(module)
+
+
+def _benchmark_trees():
+    for path in sorted(BENCHMARKS.rglob("*.py")):
+        text = path.read_text()
+        yield path.relative_to(BENCHMARKS), text, ast.parse(text)
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def test_benchmarks_use_public_library_names_only():
+    """No underscore module or name of the library, in code or in text, and no
+    underscore attribute read of anything but the benchmark's own objects."""
+    found = []
+    for path, text, tree in _benchmark_trees():
+        for match in re.finditer(r"\bautoglm_graph(?:\.\w+)+", text):
+            if any(_private(part) for part in match.group().split(".")):
+                found.append(f"{path}: {match.group()}")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "autoglm_graph"
+            ):
+                found += [f"{path}: {a.name}" for a in node.names if _private(a.name)]
+            if isinstance(node, ast.Attribute) and _private(node.attr):
+                owner = node.value
+                if not (isinstance(owner, ast.Name) and owner.id in ("self", "cls")):
+                    found.append(f"{path}:{node.lineno}: .{node.attr}")
+    assert not found, found
+
+
+def test_benchmarks_set_no_attribute_of_the_library():
+    """A benchmark passes public parameters or compares git revisions: it
+    never assigns to (or ``setattr``s) a name it imported from the library,
+    nor to a revision's package."""
+    found = []
+    for path, _, tree in _benchmark_trees():
+        library = {"autoglm_graph", "package", "baseline"}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                library |= {
+                    (a.asname or a.name).split(".")[0]
+                    for a in node.names
+                    if a.name.startswith("autoglm_graph")
+                }
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "autoglm_graph"
+            ):
+                library |= {a.asname or a.name for a in node.names}
+        for node in ast.walk(tree):
+            targets = []
+            if isinstance(node, ast.Assign):
+                targets = node.targets
+            elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+                targets = [node.target]
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("setattr", "delattr")
+            ):
+                targets = [ast.Attribute(value=node.args[0], attr="?")]
+            for target in targets:
+                for part in ast.walk(target):
+                    root = part
+                    while isinstance(root, ast.Attribute):
+                        root = root.value
+                    if (
+                        isinstance(part, ast.Attribute)
+                        and isinstance(root, ast.Name)
+                        and root.id in library
+                    ):
+                        found.append(f"{path}:{node.lineno}: {root.id}")
+    assert not found, found
+
+
+def test_peers_do_not_import_the_models_registry():
+    """``models`` registers the peers; both share ``task``: no import cycle."""
+    tree = ast.parse((BENCHMARKS / "_lib" / "peers.py").read_text())
+    imported = {
+        node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+    }
+    assert "benchmarks._lib.models" not in imported
+    assert "benchmarks._lib.task" in imported
+    models = importlib.import_module("benchmarks._lib.models")
+    task = importlib.import_module("benchmarks._lib.task")
+    assert models.Task is task.Task and models.NotApplicable is task.NotApplicable
+
+
+def test_intervals_report_a_model_that_is_the_global_glm():
+    """Such a model has no bootstrap members: its Wald intervals are read."""
+    intervals = importlib.import_module("benchmarks._lib.intervals")
+    args = argparse.Namespace(
+        n_train=150,
+        n_test=100,
+        members=3,
+        level=0.9,
+        bias="pilot",
+        pilot_rows_per_coef=15,
+        local_penalty=math.inf,
+    )
+    row = intervals.run_seed("poisson", 0, args)
+    assert row["global only"] == "True / 0 of 0"
+    assert row["members fit s"] == 0.0 and row["bias est"] == 0.0
+    for key in ("coverage", "coverage eta", "width", "members sd"):
+        assert 0.0 < row[key] < math.inf, key
+    assert row["far / near width"] == pytest.approx(1.0)  # the same on every row
+
+
+def test_heterogeneity_oracle_replays_the_generators_centres():
+    from autoglm_graph.datasets import make_varying_coefficients
+
+    het = importlib.import_module("benchmarks._lib.heterogeneity")
+    X, _, _, group = make_varying_coefficients(
+        3000,
+        4,
+        n_groups=3,
+        family="poisson",
+        random_state=1,
+        group_separation=3.0,
+        return_groups=True,
+        n_group_features=2,
+    )
+    centres = het.replay_centres(1, group, 3.0, 2)
+    # Each row is its group's centre plus N(0, 1) noise; 1000 rows per group.
+    for g in range(3):
+        np.testing.assert_allclose(X[group == g].mean(axis=0), centres[g], atol=0.15)
+    assert np.all(centres[:, 2:] == 0)
+    closest = min(
+        np.linalg.norm(centres[a] - centres[b]) for a, b in ((0, 1), (0, 2), (1, 2))
+    )
+    assert closest == pytest.approx(3.0)
+    with pytest.raises(RuntimeError, match="draws its groups differently"):
+        het.replay_centres(2, group, 3.0, 2)
+
+
+def test_heterogeneity_oracle_fits_the_slope_of_least_deviance():
+    het = importlib.import_module("benchmarks._lib.heterogeneity")
+    rng = np.random.default_rng(0)
+    base, step = rng.normal(size=500), rng.normal(size=500)
+    y = rng.poisson(np.exp(base + 0.7 * step)).astype(float)
+    eta = het.fitted_slope_eta(base, step, y)
+    # The Poisson score equation of the slope holds at the fitted eta.
+    assert abs(np.sum(step * (np.exp(eta) - y))) < 1e-8 * np.sum(y)
+    slope = np.mean((eta - base) / step)
+    assert slope == pytest.approx(0.7, abs=0.15)
+    gains = np.array([rng.normal(1.0, 1.0, 400), rng.normal(0.0, 1.0, 400)])
+    p = het.gain_p_values(gains)
+    assert p[0] < 1e-6 < 0.01 < p[1]
+
+
+def test_search_cache_runs_its_trials_in_order_in_one_search():
+    from autoglm_graph.datasets import make_varying_coefficients
+
+    search_cache = importlib.import_module("benchmarks._lib.search_cache")
+    X, y, _ = make_varying_coefficients(1500, 4, family="poisson", random_state=0)
+    args = argparse.Namespace(epochs=2, hidden=8)
+    trials = [(8, 0.0), (4, 0.1)]
+    done = search_cache.search_trials(X, y, trials, args)
+    assert len(done) == 2
+    assert all(seconds > 0 and math.isfinite(deviance) for seconds, deviance in done)
 
 
 def test_ensemble_mean_averages_the_linear_predictors():

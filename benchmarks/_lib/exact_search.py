@@ -1,12 +1,12 @@
 """The exact neighbour search on a CPU: faiss's exhaustive search against the tiles.
 
 ``cosine_topk`` without a ``chunk_size`` runs in faiss's exhaustive
-inner-product search (:func:`autoglm_graph.neighbors._topk.faiss_topk`); with one, in
-the tiled search (:func:`autoglm_graph.neighbors._topk.fill_topk`). Both are timed on
-the same random unit rows (the best of ``--repeats`` alternating runs, one
-process), and their neighbour lists compared: the table gives the share of
-query rows whose lists are equal (1 but for float rounding in near-ties).
-The tile size is the one ``chunk_size=None`` chose before (32 MB).
+inner-product search; with one, in the library's own tiled search (a tile of
+similarities of ``chunk_size`` query rows at a time, each tile's top-k kept).
+Both are timed on the same random unit rows (the best of ``--repeats``
+alternating runs, one process), and their neighbour lists compared: the table
+gives the share of query rows whose lists are equal (1 but for float rounding
+in near-ties). The tile size is the one ``chunk_size=None`` chose before (32 MB).
 ``chunk_size=None`` runs faiss from 5,000 base rows or 64 columns: keep
 ``--dims`` at 64 or more to time faiss at every size (the table is where
 those thresholds come from, ``docs/decisions/neighbor_search.md``).
@@ -25,7 +25,7 @@ import torch
 from autoglm_graph import cosine_topk
 from benchmarks._lib.common import command_line, cpu_name, to_markdown, write_record
 
-#: The tiled search's former automatic tile, in bytes (``_topk._TILE_BYTES``).
+#: The tile that the tiled search chose by itself before faiss served it, in bytes.
 TILE_BYTES = 32 * 2**20
 
 

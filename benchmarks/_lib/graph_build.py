@@ -150,7 +150,7 @@ def _child(
     import sklearn.neighbors  # noqa: F401
     import torch
 
-    import autoglm_graph.neighbors._graph  # noqa: F401
+    from autoglm_graph import cosine_topk  # noqa: F401
 
     _set_threads(threads)
     X = np.load(data_path)
@@ -387,7 +387,7 @@ def _exact_for_rows(X, rows: np.ndarray, k: int):
     """Exact self-excluded top-k of the sampled ``rows`` among all rows of ``X``."""
     import torch
 
-    from autoglm_graph.neighbors._graph import NeighborGraph, cosine_topk
+    from autoglm_graph import NeighborGraph, cosine_topk
 
     wide = cosine_topk(X[rows], X, n_neighbors=k + 1, exclude_self=False)
     idx, sim = wide.indices.numpy(), wide.similarities.numpy()
@@ -399,6 +399,18 @@ def _exact_for_rows(X, rows: np.ndarray, k: int):
     return NeighborGraph(
         torch.from_numpy(idx), torch.from_numpy(sim), torch.ones(idx.shape, dtype=bool)
     )
+
+
+def hnsw_settings(index) -> dict:
+    """The settings an HNSW index of ``CosineNeighbors(backend="faiss")`` was
+    built with (the package defaults here): degree M, efConstruction and the
+    recall its efSearch is calibrated to, read from the built index."""
+    hnsw = index.index.hnsw  # faiss's graph: M links per node above layer 0
+    return {
+        "hnsw_m": int(hnsw.nb_neighbors(1)),
+        "ef_construction": int(hnsw.efConstruction),
+        "target_recall": float(index.target_recall),
+    }
 
 
 def bench_approx(kind: str, n: int, args: argparse.Namespace, exact: bool) -> dict:
@@ -415,6 +427,7 @@ def bench_approx(kind: str, n: int, args: argparse.Namespace, exact: bool) -> di
     row["approx_s"] = row["build_s"] + row["search_s"]
     row["approx_cpu_s"] = row["build_cpu_s"] + row["search_cpu_s"]
     row["ef_search"] = nn.index_.calibration[(args.k + 1, True)][0]
+    row.update(hnsw_settings(nn.index_))
     if exact:
         graph, row["exact_s"], row["exact_cpu_s"] = _timed(
             lambda: cosine_topk(X, n_neighbors=args.k)
@@ -465,8 +478,7 @@ def approx_table(rows: list[dict]) -> str:
 
 def approx_report(command: str, info: dict, args, rows: list[dict]) -> str:
     """The markdown report of the ``--approximate`` run."""
-    from autoglm_graph.neighbors import _faiss
-
+    built = rows[0] if rows else {}
     return (
         "# kNN graph build: exact vs approximate (faiss HNSW) backend\n\n"
         f"Command:\n\n```\n{command}\n```\n\n"
@@ -478,9 +490,9 @@ def approx_report(command: str, info: dict, args, rows: list[dict]) -> str:
         f"Self-excluded top-k cosine graph among N rows, d = {args.dim}, "
         f"k = {args.k}, seed {args.seed}, one run each. `exact`: "
         '`cosine_topk(X, n_neighbors=k)`; `approx`: `backend="faiss"` with the '
-        f"default HNSW parameters (M = {_faiss.INDEX.m}, efConstruction = "
-        f"{_faiss.INDEX.ef_construction}, efSearch calibrated to recall "
-        f"{_faiss.INDEX.target_recall} on a sample of the queries, column ef; "
+        f"default HNSW parameters (M = {built.get('hnsw_m')}, efConstruction = "
+        f"{built.get('ef_construction')}, efSearch calibrated to recall "
+        f"{built.get('target_recall')} on a sample of the queries, column ef; "
         "the calibration is part of the search time), timed as index build plus "
         "search of all N rows. exact/approx > 1: the approximate backend is "
         "faster. CPU: process CPU time of the same calls (less sensitive to the "

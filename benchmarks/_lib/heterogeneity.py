@@ -50,19 +50,17 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 from scipy.special import logsumexp
 from sklearn.utils import check_random_state
 
-from autoglm_graph import GraphGLMClassifier, GraphGLMRegressor
-from autoglm_graph.datasets import make_varying_coefficients
-from autoglm_graph.datasets._synthetic import _groups_and_centres
-from autoglm_graph.explain.heterogeneity import (
-    _summarise,
-    _unit_deviance,
-    _with_fitted_slope,
+from autoglm_graph import (
+    GraphGLMClassifier,
+    GraphGLMRegressor,
+    get_family,
     heterogeneity_test,
 )
-from autoglm_graph.glm.families import PoissonFamily
+from autoglm_graph.datasets import make_varying_coefficients
 from benchmarks._lib.common import command_line, to_markdown
 
 VARYING = ("intercept", "x0", "x1")
@@ -116,15 +114,7 @@ def make_data(
     coef[:, 3:] = coef[:, 3:].mean(axis=0)
     eta = coef[:, 0] + np.sum(X * coef[:, 1:], axis=1)
     y = sample_y(family, eta, seed)
-    # The generator's first draws, replayed: the groups' centres.
-    _, group_centres = _groups_and_centres(
-        check_random_state(seed),
-        n_samples,
-        N_GROUPS,
-        N_FEATURES,
-        separation,
-        n_group_features,
-    )
+    group_centres = replay_centres(seed, group, separation, n_group_features)
     group_coef = np.stack([coef[group == g][0] for g in range(N_GROUPS)])
 
     def log_mean(Z: np.ndarray) -> np.ndarray:
@@ -136,22 +126,83 @@ def make_data(
     return X, y, coef, log_mean
 
 
+def replay_centres(seed, group, separation, n_group_features) -> np.ndarray:
+    """The groups' centres of ``make_varying_coefficients(random_state=seed)``.
+
+    The generator returns the rows' groups but not the centres; they are its
+    first draws after the groups' permutation, replayed here (its documented
+    construction: standard normal centres, centred, scaled so that the closest
+    pair is ``separation`` apart, in the first ``n_group_features`` columns).
+    The replayed groups must equal the returned ones, or the draws moved.
+    """
+    rng = check_random_state(seed)
+    n_samples = len(group)
+    replayed = rng.permutation(np.arange(n_samples) % N_GROUPS)
+    if not np.array_equal(replayed, group):
+        raise RuntimeError(
+            "make_varying_coefficients draws its groups differently now; "
+            "the oracle's replay of its centres needs updating."
+        )
+    n_varying = N_FEATURES if n_group_features is None else n_group_features
+    centres = np.zeros((N_GROUPS, N_FEATURES))
+    draws = rng.standard_normal((N_GROUPS, n_varying))
+    draws -= draws.mean(axis=0)
+    dist = np.linalg.norm(draws[:, None, :] - draws[None, :, :], axis=-1)
+    closest = dist[np.triu_indices(N_GROUPS, k=1)].min()
+    centres[:, :n_varying] = draws * (separation / closest)
+    return centres
+
+
+def fitted_slope_eta(base: np.ndarray, step: np.ndarray, y: np.ndarray):
+    """``base + s * step`` with the slope ``s`` of least Poisson deviance
+    (``base``: the moved rows' log mean, an offset).
+
+    Newton's method on the convex deviance, halving a step that does not
+    lower it, to machine precision.
+    """
+    family = get_family("poisson")
+
+    def deviance(slope: float) -> float:
+        with np.errstate(over="ignore"):  # a step too far: inf, then halved
+            return float(np.sum(family.unit_deviance(y, base + slope * step)))
+
+    slope, current = 0.0, deviance(0.0)
+    for _ in range(100):
+        mu = np.exp(base + slope * step)
+        update = np.sum(step * (mu - y)) / max(np.sum(step**2 * mu), 1e-300)
+        while deviance(slope - update) > current and abs(update) > 1e-15:
+            update /= 2
+        slope -= update
+        current = deviance(slope)
+        if abs(update) <= 1e-13 * (1.0 + abs(slope)):
+            break
+    return base + slope * step
+
+
+def gain_p_values(gains: np.ndarray) -> np.ndarray:
+    """One-sided p-value of each row's mean deviance gain being 0 (the test's
+    normal approximation: the mean over rows and its standard error)."""
+    mean = gains.mean(axis=1)
+    std_err = gains.std(axis=1, ddof=1) / np.sqrt(gains.shape[1])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(std_err > 0, mean / std_err, np.where(mean > 0, np.inf, -np.inf))
+    return stats.norm.sf(z)
+
+
 def oracle_p_values(log_mean, X, y) -> dict:
     """The test's slope p-values for the true mean function on ``X, y``: each
     column's null moves it to its median and refits one global slope, as the
-    test does for a numeric column."""
-    family, weight = PoissonFamily(), np.ones(len(y))
-    deviance = _unit_deviance(family, y, log_mean(X)[:, None])
+    test does for a numeric column (unit weights)."""
+    family = get_family("poisson")
+    y = np.asarray(y, dtype=np.float64)
+    deviance = family.unit_deviance(y, log_mean(X))
     gains = []
     for j in range(X.shape[1]):
         moved = X.copy()
         moved[:, j] = np.median(X[:, j])
-        step = (X[:, j] - moved[:, j])[:, None]
-        eta_null = _with_fitted_slope(
-            family, log_mean(moved)[:, None], step, np.zeros(1), y, weight
-        )
-        gains.append(_unit_deviance(family, y, eta_null) - deviance)
-    p_values = _summarise(np.stack(gains), weight, alpha=0.05)["p_value"]
+        eta_null = fitted_slope_eta(log_mean(moved), X[:, j] - moved[:, j], y)
+        gains.append(family.unit_deviance(y, eta_null) - deviance)
+    p_values = gain_p_values(np.stack(gains))
     return {f"x{j}": float(p) for j, p in enumerate(p_values)}
 
 
@@ -213,7 +264,7 @@ def run_seed(
     return model, table, oracle
 
 
-def main(argv: list[str]) -> int:
+def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--n-train", type=int, default=2000)
@@ -235,7 +286,63 @@ def main(argv: list[str]) -> int:
         help="of the groups data (categorical data are Poisson)",
     )
     parser.add_argument("--out", type=Path, default=None, help="writes OUT.md")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def summarise(args, flagged: dict, p_values: dict) -> tuple[str, str]:
+    """The power and size at ``alpha`` (and the oracle's), and at 0.01, 0.001."""
+    power = np.mean(flagged["varying"])
+    size = np.mean(flagged["constant"])
+    summary = (
+        f"power (varying terms flagged, {len(flagged['varying'])} cases): "
+        f"{power:.2f}; size (constant terms flagged, {len(flagged['constant'])} "
+        f"cases): {size:.2f}; alpha={args.alpha}"
+    )
+    if flagged["oracle"]:
+        summary += (
+            ". The true mean function's constant terms flagged by the same "
+            f"linearisation (oracle): {np.mean(flagged['oracle']):.2f}"
+        )
+    # Seeds whose model is the global GLM have p-values 1: never flagged.
+    stricter = "; ".join(
+        f"alpha={level}: power {np.mean(np.array(p_values['varying']) < level):.2f}, "
+        f"size {np.mean(np.array(p_values['constant']) < level):.2f}"
+        for level in (0.01, 0.001)
+    )
+    return summary, stricter
+
+
+def report_text(args, argv, rows, terms, summaries) -> str:
+    """The markdown record: the command, the data, the summaries, the seeds."""
+    (varying, constant), (summary, stricter) = terms, summaries
+    return "\n".join(
+        [
+            "# heterogeneity_test: power and size",
+            "",
+            "    " + command_line("properties.py heterogeneity", argv),
+            "",
+            f"{args.n_train} training and {args.n_test} test rows per seed, "
+            + (
+                "data with a categorical column (see the docstring); "
+                if args.data == "categorical"
+                else f"slope spread x{args.amplitude}, group separation "
+                f"{args.separation}, group centres differ in {args.centres} "
+                f"columns, {args.family}; "
+            )
+            + f"varying: {', '.join(varying)}; constant: {', '.join(constant)}.",
+            "",
+            summary,
+            "",
+            f"From the same p-values: {stricter}.",
+            "",
+            to_markdown(rows),
+            "",
+        ]
+    )
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
     varying, constant = VARYING, CONSTANT
     if args.data == "categorical":
         varying, constant = CATEGORICAL_VARYING, CATEGORICAL_CONSTANT
@@ -270,48 +377,8 @@ def main(argv: list[str]) -> int:
             }
         )
         print(to_markdown(rows[-1:]).splitlines()[-1], flush=True)
-    power = np.mean(flagged["varying"])
-    size = np.mean(flagged["constant"])
-    summary = (
-        f"power (varying terms flagged, {len(flagged['varying'])} cases): "
-        f"{power:.2f}; size (constant terms flagged, {len(flagged['constant'])} "
-        f"cases): {size:.2f}; alpha={args.alpha}"
-    )
-    if flagged["oracle"]:
-        summary += (
-            ". The true mean function's constant terms flagged by the same "
-            f"linearisation (oracle): {np.mean(flagged['oracle']):.2f}"
-        )
-    # Seeds whose model is the global GLM have p-values 1: never flagged.
-    stricter = "; ".join(
-        f"alpha={level}: power {np.mean(np.array(p_values['varying']) < level):.2f}, "
-        f"size {np.mean(np.array(p_values['constant']) < level):.2f}"
-        for level in (0.01, 0.001)
-    )
-    text = "\n".join(
-        [
-            "# heterogeneity_test: power and size",
-            "",
-            "    " + command_line("properties.py heterogeneity", argv),
-            "",
-            f"{args.n_train} training and {args.n_test} test rows per seed, "
-            + (
-                "data with a categorical column (see the docstring); "
-                if args.data == "categorical"
-                else f"slope spread x{args.amplitude}, group separation "
-                f"{args.separation}, group centres differ in {args.centres} "
-                f"columns, {args.family}; "
-            )
-            + f"varying: {', '.join(varying)}; constant: {', '.join(constant)}.",
-            "",
-            summary,
-            "",
-            f"From the same p-values: {stricter}.",
-            "",
-            to_markdown(rows),
-            "",
-        ]
-    )
+    summary, stricter = summarise(args, flagged, p_values)
+    text = report_text(args, argv, rows, (varying, constant), (summary, stricter))
     print(summary)
     if args.out is not None:
         args.out.with_suffix(".md").write_text(text)

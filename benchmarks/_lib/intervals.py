@@ -16,6 +16,9 @@ fitted per family and seed; on the new rows the report gives, per family,
   well only when the error is mostly variance) and the estimated bias
   (``interval_bias_``, root mean square over the terms; 0 with ``--bias
   none``);
+* a seed whose model is the global GLM has no members: its intervals are the
+  GLM's Wald intervals (``interval_cov_``), and its standard deviations of the
+  coefficients and of ``eta`` come from that covariance;
 * the width on rows moved 8 standard deviations away from the data, over the
   width on the new rows (> 1: wider away from the training data);
 * cost: seconds of the plain fit (the model's own ``fit_times_["total"]`` less
@@ -25,7 +28,8 @@ fitted per family and seed; on the new rows the report gives, per family,
   over the plain fit, and ``local_coef`` with ``interval`` over
   ``local_coef`` without.
 
-``--bias`` and ``--pilot-rows-per-coef`` set ``IntervalSettings``.
+``--bias`` and ``--pilot-rows-per-coef`` set ``IntervalSettings``;
+``--local-penalty inf`` reads the global GLM's Wald intervals instead.
 
     python benchmarks/properties.py intervals --out benchmarks/results/intervals
 """
@@ -60,6 +64,8 @@ def run_seed(family: str, seed: int, args) -> dict:
     kwargs = dict(
         interval_members=args.members, interval_settings=settings, random_state=seed
     )
+    if args.local_penalty is not None:
+        kwargs["local_penalty"] = args.local_penalty
     if family == "binomial":
         model = GraphGLMClassifier(**kwargs)
     else:
@@ -67,7 +73,7 @@ def run_seed(family: str, seed: int, args) -> dict:
     start = time.perf_counter()
     model.fit(X[train], y[train])
     fit_s = time.perf_counter() - start
-    members_s = sum(m.fit_times_["total"] for m in model.interval_members_)
+    members_s = float(sum(m.fit_times_["total"] for m in model.interval_members_))
     start = time.perf_counter()  # the bias estimate of fit, timed again
     bias = estimate_interval_bias(model, X[train], y[train])
     bias_s = time.perf_counter() - start
@@ -84,11 +90,8 @@ def run_seed(family: str, seed: int, args) -> dict:
     lower, upper = local["lower"].to_numpy(), local["upper"].to_numpy()
     assert np.array_equal(local["coef"].to_numpy(), plain)
     inside = (coef[test] >= lower) & (coef[test] <= upper)
-    members = np.stack(
-        [m.local_coef(X[test]).to_numpy() for m in model.interval_members_]
-    )
+    coef_sd, eta_sd = _spread(model, X[test])
     eta_hat = _eta(model, X[test])
-    eta_sd = np.std([_eta(m, X[test]) for m in model.interval_members_], 0, ddof=1)
     z = norm.ppf((1 + args.level) / 2)
     eta_inside = np.abs(eta[test] - eta_hat) <= z * eta_sd
     direction = np.random.default_rng(seed).normal(size=X[test].shape)
@@ -99,13 +102,14 @@ def run_seed(family: str, seed: int, args) -> dict:
         "family": family,
         "seed": seed,
         "global only": f"{model.is_global_only_} / "
-        f"{sum(m.is_global_only_ for m in model.interval_members_)} of {args.members}",
+        f"{sum(m.is_global_only_ for m in model.interval_members_)} of "
+        f"{len(model.interval_members_)}",
         "coverage": inside.mean(),
         **{f"cov {t}": inside[:, j].mean() for j, t in enumerate(TERMS)},
         "coverage eta": eta_inside.mean(),
         "width": width,
         "rmse": np.sqrt(((plain - coef[test]) ** 2).mean()),
-        "members sd": members.std(0, ddof=1).mean(),
+        "members sd": coef_sd,
         "bias est": 0.0 if bias is None else float(np.sqrt(np.mean(bias**2))),
         "far / near width": (far["upper"] - far["lower"]).to_numpy().mean() / width,
         "plain fit s": plain_s,
@@ -114,6 +118,21 @@ def run_seed(family: str, seed: int, args) -> dict:
         "fit cost": fit_s / plain_s,
         "local_coef cost": read_interval_s / read_s,
     }
+
+
+def _spread(model, X) -> tuple[float, np.ndarray]:
+    """The mean standard deviation of the coefficients and that of each row's
+    linear predictor: over the bootstrap members, or, for a model that is the
+    global GLM (no members), from its covariance ``interval_cov_``."""
+    members = model.interval_members_
+    if members:
+        draws = np.stack([m.local_coef(X).to_numpy() for m in members])
+        eta_sd = np.std([_eta(m, X) for m in members], 0, ddof=1)
+        return float(draws.std(0, ddof=1).mean()), eta_sd
+    cov = model.interval_cov_  # of local_coef's columns: intercept, x0, ...
+    design = np.column_stack([np.ones(len(X)), X])
+    eta_var = np.einsum("ij,jk,ik->i", design, cov, design)
+    return float(np.sqrt(np.diag(cov)).mean()), np.sqrt(np.maximum(eta_var, 0.0))
 
 
 def _eta(model, X) -> np.ndarray:
@@ -130,6 +149,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--families", nargs="+", default=list(FAMILIES))
     parser.add_argument("--bias", default="pilot", choices=("pilot", "none"))
     parser.add_argument("--pilot-rows-per-coef", type=int, default=15)
+    parser.add_argument(
+        "--local-penalty",
+        type=float,
+        default=None,
+        help="the estimators' local_penalty (default: theirs); inf: the global GLM",
+    )
     parser.add_argument("--out", type=Path, default=None, help="writes OUT.md")
     args = parser.parse_args(argv)
     rows = []

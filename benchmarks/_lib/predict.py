@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from autoglm_graph import GraphGLMRegressor, cosine_topk, recall_at_k
+from autoglm_graph import FitPolicy, GraphGLMRegressor, cosine_topk, recall_at_k
 from benchmarks._lib.common import command_line, cpu_name, to_markdown
 
 
@@ -55,31 +55,33 @@ def _data(name: str, n_train: int, n_test: int):
     )
 
 
-def _search_share(model, X, threads: int) -> float:
-    """Fraction of one predict call spent in the neighbour search."""
-    fitted = model._fitted
-    original = fitted.search
-    spent = []
+def _queries(model, X) -> torch.Tensor:
+    """``X``'s vectors in the graph's space (the input space here)."""
+    predictor = model.predictor()
+    context = torch.as_tensor(predictor.design(X), dtype=torch.float32)
+    return predictor.network.graph_vectors(context)[1].float()
 
-    def timed(*args, **kwargs):
-        start = time.perf_counter()
-        out = original(*args, **kwargs)
-        spent.append(time.perf_counter() - start)
-        return out
 
-    fitted.search = timed
-    try:
-        start = time.perf_counter()
-        model.predict(X)
-        total = time.perf_counter() - start
-    finally:
-        del fitted.search
-    return sum(spent) / total
+def _search_share(model, X) -> float:
+    """Fraction of one predict call's time that its neighbour searches take.
+
+    ``predict`` searches the rows ``FitPolicy.predict_chunk`` at a time; the
+    same searches are timed apart, right after a timed ``predict`` of the rows.
+    """
+    network = model.predictor().network
+    chunk = (model.fit_policy or FitPolicy()).predict_chunk
+    queries = _queries(model, X)
+    start = time.perf_counter()
+    model.predict(X)
+    total = time.perf_counter() - start
+    start = time.perf_counter()
+    for first in range(0, len(queries), chunk):
+        network.search(queries[first : first + chunk])
+    return (time.perf_counter() - start) / total
 
 
 def _prediction_graph(model, X):
-    context = torch.as_tensor(model.predictor().design(X), dtype=torch.float32)
-    return model._fitted.search(context)
+    return model.predictor().network.search(_queries(model, X))
 
 
 def run(args) -> list[dict]:
@@ -104,10 +106,8 @@ def run(args) -> list[dict]:
             graph = _prediction_graph(model, X_test)
             if exact_graph is None:
                 exact_graph = cosine_topk(
-                    torch.as_tensor(
-                        model.predictor().design(X_test), dtype=torch.float32
-                    ),
-                    model._fitted.rows.context,
+                    _queries(model, X_test),
+                    model.predictor().network.base_vectors(),
                     n_neighbors=model.n_neighbors,
                     threshold=model.threshold,
                 )
@@ -132,7 +132,7 @@ def run(args) -> list[dict]:
                         "threads": threads,
                         "fit_s": round(fit_s, 1),
                         "predict_rows_per_s": int(len(y_test) / min(times)),
-                        "search_share": round(_search_share(model, X_test, threads), 2),
+                        "search_share": round(_search_share(model, X_test), 2),
                         "recall@k": round(recall_at_k(graph, exact_graph), 3),
                         "test_mse": round(deviance, 4),
                         "mse_vs_exact": "-"

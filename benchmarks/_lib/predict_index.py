@@ -50,7 +50,10 @@ def _size(n: int, args) -> list[dict]:
         n_jobs=args.threads,
         fit_policy=FitPolicy(predict_index_min_rows=0),
     ).fit(X[:n], y[:n])
-    fitted = model._fitted
+    if model.is_global_only_:  # no network, no index
+        print(f"n={n}: the fit is the global GLM; skipped", flush=True)
+        return []
+    fitted = model.predictor().network  # the fitted network itself, no copy
     spec, index = fitted.prediction_index, fitted.index
     context = torch.as_tensor(model.predictor().design(X_test), dtype=torch.float32)
     queries = fitted.graph_vectors(context)[1].float()
