@@ -14,6 +14,7 @@ from sklearn.exceptions import NotFittedError
 
 from autoglm_graph import GraphGLMClassifier, GraphGLMRegressor
 from autoglm_graph.glm._summary import GLMSummary
+from autoglm_graph.glm._tweedie_series import _log_wright_series
 from autoglm_graph.glm.families import (
     BinomialFamily,
     GammaFamily,
@@ -21,7 +22,6 @@ from autoglm_graph.glm.families import (
     NegativeBinomialFamily,
     PoissonFamily,
     TweedieFamily,
-    _log_wright_series,
 )
 
 GLM_ONLY = dict(alpha=0.0, local_penalty=np.inf, device="cpu")

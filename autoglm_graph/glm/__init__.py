@@ -17,7 +17,7 @@ from ..utils import lazy_exports
 _EXPORTS = {
     "CATEGORICAL_CODINGS": "_terms",
     "FAMILIES": "families",
-    "Family": "families",
+    "Family": "_family",
     "FormulaDesign": "_formula",
     "GLMSummary": "_summary",
     "GLMTerms": "_terms",
@@ -71,6 +71,7 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # static analysers (and import-linter) see the names
+    from ._family import Family
     from ._formula import (
         FormulaDesign,
         check_formula,
@@ -92,4 +93,4 @@ if TYPE_CHECKING:  # static analysers (and import-linter) see the names
     from ._splines import SPLINES_LOCAL, SplineDesign, check_splines, choose_penalty
     from ._summary import GLMSummary, glm_summary
     from ._terms import CATEGORICAL_CODINGS, GLMTerms, choose_columns
-    from .families import FAMILIES, Family, NegativeBinomialFamily, get_family
+    from .families import FAMILIES, NegativeBinomialFamily, get_family
