@@ -1,5 +1,6 @@
-"""From a DataFrame or array to the float design: ``TabularPreprocessor``
-and its column checks. May import ``utils`` only.
+"""From a DataFrame or array to the float design: ``TabularPreprocessor``,
+its column checks and its matching of categorical levels. May import ``utils``
+only.
 
 The names below are this area's public face; its modules load at a name's first
 use (:func:`autoglm_graph.utils.lazy_exports`).
@@ -16,11 +17,11 @@ from ._preprocessor import _as_object_with_nan, _as_str, _column_median  # noqa:
 
 #: Public name -> the module of this area that defines it.
 _EXPORTS = {
-    "DroppedColumnsWarning": "_preprocessor",
+    "DroppedColumnsWarning": "_checks",
     "MISSING_LEVEL": "_preprocessor",
-    "NewMissingValuesWarning": "_preprocessor",
+    "NewMissingValuesWarning": "_checks",
     "TabularPreprocessor": "_preprocessor",
-    "UnseenCategoryWarning": "_preprocessor",
+    "UnseenCategoryWarning": "_checks",
 }
 __all__ = [
     "MISSING_LEVEL",
@@ -32,10 +33,9 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # static analysers (and import-linter) see the names
-    from ._preprocessor import (
-        MISSING_LEVEL,
+    from ._checks import (
         DroppedColumnsWarning,
         NewMissingValuesWarning,
-        TabularPreprocessor,
         UnseenCategoryWarning,
     )
+    from ._preprocessor import MISSING_LEVEL, TabularPreprocessor

@@ -1,16 +1,43 @@
 """Helpers of :class:`~autoglm_graph.preprocessing.TabularPreprocessor`: the
-checks of its input columns, the wording of its warnings and errors, and the
-widths of its one-hot blocks."""
+warnings it gives, the checks of its input columns (their kinds, labels,
+dtypes, values and missing values), the columns it drops and why, and the
+widths of its one-hot blocks. The functions that take the preprocessor read
+(and, in ``fit``, record) its column layout."""
 
 from __future__ import annotations
 
 import warnings
-from numbers import Integral
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from sklearn.preprocessing import OneHotEncoder
+
+from ..utils import caller_stacklevel
+
+
+class DroppedColumnsWarning(UserWarning):
+    """A column that varied in ``fit`` produced no feature (e.g. an identifier)."""
+
+
+class UnseenCategoryWarning(UserWarning):
+    """A categorical column holds a level at ``transform`` that ``fit`` never saw."""
+
+
+class NewMissingValuesWarning(UserWarning):
+    """A column has missing values at ``transform`` and had none in ``fit``."""
+
+
+def _column_kind(dtype: Any) -> str | None:
+    """Return ``"numeric"``, ``"categorical"`` or ``None`` (unsupported) for a dtype."""
+    types = pd.api.types
+    if types.is_bool_dtype(dtype) or isinstance(dtype, pd.CategoricalDtype):
+        return "categorical"
+    if types.is_object_dtype(dtype) or types.is_string_dtype(dtype):
+        return "categorical"
+    if types.is_numeric_dtype(dtype) and not types.is_complex_dtype(dtype):
+        return "numeric"
+    return None
 
 
 def _onehot_widths(encoder: OneHotEncoder) -> list[int]:
@@ -54,45 +81,6 @@ def _drop_reason(values: pd.Series, categorical: bool, min_frequency: Any) -> st
             "pandas.to_numeric to use it as a number"
         )
     return f"{why} (an identifier?)"
-
-
-def _readings(value: Any) -> list[str]:
-    """The level strings a number or bool could stand for: ``1.0`` is ``"1"``,
-    ``"1.0"`` or ``"True"``; ``0`` is ``"0"``, ``"0.0"`` or ``"False"``."""
-    if isinstance(value, bool | np.bool_):
-        return [str(bool(value)), str(int(value))]
-    if not isinstance(value, Integral | float | np.floating):
-        return []
-    number = float(value)
-    readings = [str(number)]
-    if number.is_integer():
-        readings.append(str(int(number)))
-    if number in (0.0, 1.0):
-        readings.append(str(bool(number)))
-    return readings
-
-
-def _to_fitted_levels(values: pd.Series, levels: set[str]) -> tuple[list, list, list]:
-    """``values`` with each value that is not a fitted level, but has exactly one
-    reading that is, replaced by that level; (value, level) examples; and the
-    values (first of each) that matched no level."""
-    out, examples, unmatched = values.astype(object).tolist(), [], []
-    seen: dict[Any, str | None] = {}
-    for i, value in enumerate(out):
-        if value is None or (isinstance(value, float) and np.isnan(value)):
-            continue
-        if str(value) in levels:
-            continue
-        if value not in seen:
-            matches = {r for r in _readings(value) if r in levels}
-            seen[value] = matches.pop() if len(matches) == 1 else None
-            if seen[value] is not None:
-                examples.append((_plain(value), seen[value]))
-            else:
-                unmatched.append(_plain(value))
-        if seen[value] is not None:
-            out[i] = seen[value]
-    return out, examples, unmatched
 
 
 def _not_numeric_error(frame: pd.DataFrame) -> ValueError:
@@ -268,3 +256,131 @@ def _missing_counts(X: Any, labels: list) -> dict:
 
 def _describe_counts(counts: dict) -> str:
     return ", ".join(f"{label!r} ({n} rows)" for label, n in counts.items())
+
+
+def _check_column_labels(preprocessor, X: pd.DataFrame) -> None:
+    """The columns of ``X`` are those of ``fit``, in the same order.
+
+    scikit-learn checks string names only; labels of other types (integers,
+    as ``pd.read_csv(header=None)`` makes) are compared here, so that
+    ``X[[1, 0]]`` is refused rather than encoded column by position.
+    """
+    given = list(X.columns)
+    if given == preprocessor._columns:
+        return
+    missing = [c for c in preprocessor._columns if c not in given]
+    unexpected = [c for c in given if c not in preprocessor._columns]
+    if not missing and not unexpected:
+        raise ValueError(
+            "The columns of X are those passed during fit in another order "
+            f"(fit: {preprocessor._columns!r}; got: {given!r}); select them in the "
+            "order of fit, e.g. X[model.feature_names_in_]."
+        )
+    raise ValueError(
+        f"The columns of X differ from those passed during fit: missing "
+        f"{missing!r}, unexpected {unexpected!r}."
+    )
+
+
+def _check_numeric_dtypes(preprocessor, X: pd.DataFrame) -> None:
+    """Numeric columns of fit may not arrive as dates, durations or complex
+    numbers (which would convert to floats silently, or fail deep inside
+    scikit-learn)."""
+    bad = [
+        f"{X.columns[i]!r} ({X.dtypes.iloc[i]})"
+        for i in preprocessor._numeric_idx
+        if _column_kind(X.dtypes.iloc[i]) is None
+    ]
+    if bad:
+        raise ValueError(
+            f"Column(s) {', '.join(bad)} were numeric in fit and have a dtype "
+            f"{type(preprocessor).__name__} does not read; pass numbers."
+        )
+
+
+def _check_missing(preprocessor, X: Any, labels: list, reset: bool) -> None:
+    """Apply ``handle_missing``; in ``fit`` record the columns with missing
+    values (``missing_features_``), at ``transform`` warn about the others."""
+    counts = _missing_counts(X, labels)
+    if counts and getattr(preprocessor, "handle_missing", "impute") == "error":
+        raise ValueError(
+            f"Input X has missing values in column(s) {_describe_counts(counts)} "
+            f"and {type(preprocessor).__name__} was given handle_missing='error'; "
+            "impute or drop them first, or set handle_missing='impute'."
+        )
+    if reset:
+        preprocessor.missing_features_ = list(counts)
+        return
+    fitted = getattr(preprocessor, "missing_features_", None)  # older model files
+    new = (
+        {}
+        if fitted is None
+        else {label: n for label, n in counts.items() if label not in fitted}
+    )
+    if new:
+        warnings.warn(
+            f"Column(s) {_describe_counts(new)} have missing values, and had "
+            "none in fit: a numeric column gets the median of fit (without a "
+            "missing-value indicator, which fit did not make), a categorical "
+            "column the level 'missing', which fit did not see (encoded as "
+            "an unseen level). Impute them first to choose the values.",
+            NewMissingValuesWarning,
+            stacklevel=caller_stacklevel(),
+        )
+
+
+def _find_dropped_columns(preprocessor, X: Any) -> dict:
+    """Input columns none of whose output features survived, with why."""
+    columns = preprocessor.column_transformer_.named_steps["columns"]
+    kept = preprocessor.column_transformer_.named_steps["drop_constant"].get_support()
+    labels = (
+        preprocessor._columns
+        if preprocessor._fitted_on_frame
+        else preprocessor.numeric_features_
+    )
+    outputs: dict[int, list[int]] = {}  # input position -> output positions
+    for name, indices in columns.output_indices_.items():
+        start = indices.start
+        if name == "numeric":
+            for j, col in enumerate(preprocessor._numeric_idx):
+                outputs.setdefault(col, []).append(start + j)
+        elif name == "missing":
+            indicator = columns.named_transformers_["missing"]
+            for j, feature in enumerate(indicator.features_):
+                col = preprocessor._numeric_idx[feature]
+                outputs.setdefault(col, []).append(start + j)
+        elif name == "categorical":
+            encoder = columns.named_transformers_["categorical"][-1]
+            for col, n_out in zip(
+                preprocessor._categorical_idx, _onehot_widths(encoder), strict=True
+            ):
+                outputs.setdefault(col, []).extend(range(start, start + n_out))
+                start += n_out
+    dropped = {}
+    for col, positions in sorted(outputs.items()):
+        if not kept[positions].any():
+            values = X.iloc[:, col] if preprocessor._fitted_on_frame else X[:, col]
+            dropped[labels[col]] = _drop_reason(
+                pd.Series(values),
+                col in preprocessor._categorical_idx,
+                preprocessor.min_frequency,
+            )
+    return dropped
+
+
+def _warn_dropped_columns(preprocessor) -> None:
+    informative = {
+        col: why
+        for col, why in preprocessor.dropped_columns_.items()
+        if not why.startswith(("constant", "all values missing"))
+    }
+    if informative:
+        listed = "; ".join(f"{col!r}: {why}" for col, why in informative.items())
+        warnings.warn(
+            f"{type(preprocessor).__name__} dropped {len(informative)} column(s) that "
+            f"produce no feature: {listed}. All dropped columns and the reasons "
+            "are in dropped_columns_ (model.preprocessor_.dropped_columns_ on "
+            "a fitted GraphGLM estimator).",
+            DroppedColumnsWarning,
+            stacklevel=caller_stacklevel(),
+        )

@@ -9,7 +9,6 @@ one-hot encoding (with rare levels grouped) for categorical columns, and a final
 
 from __future__ import annotations
 
-import warnings
 from numbers import Integral
 from typing import Any, ClassVar
 
@@ -18,7 +17,6 @@ import pandas as pd
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin, _fit_context
 from sklearn.compose import ColumnTransformer
-from sklearn.exceptions import DataConversionWarning
 from sklearn.feature_selection import VarianceThreshold
 from sklearn.impute import MissingIndicator, SimpleImputer
 from sklearn.pipeline import Pipeline
@@ -26,45 +24,29 @@ from sklearn.preprocessing import FunctionTransformer, OneHotEncoder, StandardSc
 from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..utils import caller_stacklevel
 from ._checks import (
+    _check_column_labels,
+    _check_missing,
     _check_no_infinity,
+    _check_numeric_dtypes,
     _check_text_in_numbers,
     _check_variance_is_finite,
+    _column_kind,
     _dense_scalar_columns,
-    _describe_counts,
-    _drop_reason,
+    _find_dropped_columns,
     _identifier_reason,
-    _missing_counts,
     _not_numeric_error,
     _onehot_widths,
-    _plain,
-    _to_fitted_levels,
+    _warn_dropped_columns,
 )
+from ._levels import _match_fitted_levels, _warn_unseen_levels
 
-__all__ = [
-    "DroppedColumnsWarning",
-    "NewMissingValuesWarning",
-    "TabularPreprocessor",
-    "UnseenCategoryWarning",
-]
+__all__ = ["MISSING_LEVEL", "TabularPreprocessor"]
 
 MISSING_LEVEL = "missing"
 """Level given to missing values of categorical columns before one-hot encoding."""
 
 _ONE_TO_ONE: dict[str, Any] = {"feature_names_out": "one-to-one"}
-
-
-class DroppedColumnsWarning(UserWarning):
-    """A column that varied in ``fit`` produced no feature (e.g. an identifier)."""
-
-
-class UnseenCategoryWarning(UserWarning):
-    """A categorical column holds a level at ``transform`` that ``fit`` never saw."""
-
-
-class NewMissingValuesWarning(UserWarning):
-    """A column has missing values at ``transform`` and had none in ``fit``."""
 
 
 def _as_object_with_nan(X: Any) -> np.ndarray:
@@ -89,18 +71,6 @@ def _column_median(values: np.ndarray) -> float:
 def _as_str(X: Any) -> np.ndarray:
     """Cast to a string array so that mixed-type levels sort and compare cleanly."""
     return np.asarray(X, dtype=object).astype(str)
-
-
-def _column_kind(dtype: Any) -> str | None:
-    """Return ``"numeric"``, ``"categorical"`` or ``None`` (unsupported) for a dtype."""
-    types = pd.api.types
-    if types.is_bool_dtype(dtype) or isinstance(dtype, pd.CategoricalDtype):
-        return "categorical"
-    if types.is_object_dtype(dtype) or types.is_string_dtype(dtype):
-        return "categorical"
-    if types.is_numeric_dtype(dtype) and not types.is_complex_dtype(dtype):
-        return "numeric"
-    return None
 
 
 class TabularPreprocessor(TransformerMixin, BaseEstimator):
@@ -486,13 +456,13 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
         except ValueError:  # short names collide: numeric "a_b" vs level "b" of "a"
             columns.set_params(verbose_feature_names_out=True)
         self.n_features_out_ = len(self.get_feature_names_out())
-        dropped = {} if self._no_columns else self._find_dropped_columns(X)
+        dropped = {} if self._no_columns else _find_dropped_columns(self, X)
         dropped.update(getattr(self, "_identifiers", {}))
         order = {label: i for i, label in enumerate(getattr(self, "_columns", []))}
         self.dropped_columns_ = dict(
             sorted(dropped.items(), key=lambda item: order.get(item[0], -1))
         )
-        self._warn_dropped_columns()
+        _warn_dropped_columns(self)
         return self._finalize(X_out, dtype)
 
     def _keep_no_feature(self, X: Any) -> np.ndarray:
@@ -504,55 +474,6 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
         drop.variances_ = np.zeros(encoded.shape[1])
         drop.n_features_in_ = encoded.shape[1]
         return np.empty((encoded.shape[0], 0))
-
-    def _find_dropped_columns(self, X: Any) -> dict:
-        """Input columns none of whose output features survived, with why."""
-        columns = self.column_transformer_.named_steps["columns"]
-        kept = self.column_transformer_.named_steps["drop_constant"].get_support()
-        labels = self._columns if self._fitted_on_frame else self.numeric_features_
-        outputs: dict[int, list[int]] = {}  # input position -> output positions
-        for name, indices in columns.output_indices_.items():
-            start = indices.start
-            if name == "numeric":
-                for j, col in enumerate(self._numeric_idx):
-                    outputs.setdefault(col, []).append(start + j)
-            elif name == "missing":
-                indicator = columns.named_transformers_["missing"]
-                for j, feature in enumerate(indicator.features_):
-                    col = self._numeric_idx[feature]
-                    outputs.setdefault(col, []).append(start + j)
-            elif name == "categorical":
-                encoder = columns.named_transformers_["categorical"][-1]
-                for col, n_out in zip(
-                    self._categorical_idx, _onehot_widths(encoder), strict=True
-                ):
-                    outputs.setdefault(col, []).extend(range(start, start + n_out))
-                    start += n_out
-        dropped = {}
-        for col, positions in sorted(outputs.items()):
-            if not kept[positions].any():
-                values = X.iloc[:, col] if self._fitted_on_frame else X[:, col]
-                dropped[labels[col]] = _drop_reason(
-                    pd.Series(values), col in self._categorical_idx, self.min_frequency
-                )
-        return dropped
-
-    def _warn_dropped_columns(self) -> None:
-        informative = {
-            col: why
-            for col, why in self.dropped_columns_.items()
-            if not why.startswith(("constant", "all values missing"))
-        }
-        if informative:
-            listed = "; ".join(f"{col!r}: {why}" for col, why in informative.items())
-            warnings.warn(
-                f"{type(self).__name__} dropped {len(informative)} column(s) that "
-                f"produce no feature: {listed}. All dropped columns and the reasons "
-                "are in dropped_columns_ (model.preprocessor_.dropped_columns_ on "
-                "a fitted GraphGLM estimator).",
-                DroppedColumnsWarning,
-                stacklevel=caller_stacklevel(),
-            )
 
     def _build_pipeline(self) -> Pipeline:
         transformers: list[tuple[str, Any, list[int]]] = []
@@ -618,8 +539,8 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
             X = pd.DataFrame(np.asarray(X, dtype=object), columns=self._columns)
         validate_data(self, X, skip_check_array=True, reset=reset)
         if not reset:
-            self._check_column_labels(X)
-            self._check_numeric_dtypes(X)
+            _check_column_labels(self, X)
+            _check_numeric_dtypes(self, X)
         X = _dense_scalar_columns(X)
         n_samples, n_features = X.shape
         if n_samples == 0 or n_features == 0:
@@ -645,41 +566,11 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
             _check_no_infinity(values, labels)
             if reset and self.scale_numeric:
                 _check_variance_is_finite(values, labels)
-        self._check_missing(X, self._columns, reset)
+        _check_missing(self, X, self._columns, reset)
         if not reset:
-            self._warn_unseen_levels(X)
-            X = self._match_fitted_levels(X)
+            _warn_unseen_levels(self, X)
+            X = _match_fitted_levels(self, X)
         return X
-
-    def _check_missing(self, X: Any, labels: list, reset: bool) -> None:
-        """Apply ``handle_missing``; in ``fit`` record the columns with missing
-        values (``missing_features_``), at ``transform`` warn about the others."""
-        counts = _missing_counts(X, labels)
-        if counts and getattr(self, "handle_missing", "impute") == "error":
-            raise ValueError(
-                f"Input X has missing values in column(s) {_describe_counts(counts)} "
-                f"and {type(self).__name__} was given handle_missing='error'; "
-                "impute or drop them first, or set handle_missing='impute'."
-            )
-        if reset:
-            self.missing_features_ = list(counts)
-            return
-        fitted = getattr(self, "missing_features_", None)  # older model files
-        new = (
-            {}
-            if fitted is None
-            else {label: n for label, n in counts.items() if label not in fitted}
-        )
-        if new:
-            warnings.warn(
-                f"Column(s) {_describe_counts(new)} have missing values, and had "
-                "none in fit: a numeric column gets the median of fit (without a "
-                "missing-value indicator, which fit did not make), a categorical "
-                "column the level 'missing', which fit did not see (encoded as "
-                "an unseen level). Impute them first to choose the values.",
-                NewMissingValuesWarning,
-                stacklevel=caller_stacklevel(),
-            )
 
     def _validate_no_columns(self, X: Any, reset: bool) -> np.ndarray:
         """``X`` without columns (an intercept-only model): one constant
@@ -703,143 +594,6 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
             self.missing_features_ = []
         return np.zeros((n_samples, 1))
 
-    def _warn_unseen_levels(self, X: pd.DataFrame) -> None:
-        """Warn once about values of categorical columns that ``fit`` never saw.
-
-        As ``OneHotEncoder(handle_unknown="warn")``: an unseen level is encoded
-        as the column's infrequent level, or as no level at all, which moves a
-        prediction. Columns whose dtype changed since ``fit`` are left to
-        :meth:`_match_fitted_levels`, which says more about them.
-        """
-        fitted = getattr(self, "_dtypes", None)  # absent in older model files
-        if fitted is None or not self._categorical_idx:
-            return
-        columns = self.column_transformer_.named_steps["columns"]
-        encoder = columns.named_transformers_["categorical"][-1]
-        # infrequent_categories_ exists only where levels can be grouped.
-        grouping = self.min_frequency is not None or self.max_categories is not None
-        found = []
-        for i, col in enumerate(self._categorical_idx):
-            values = X.iloc[:, col]
-            if str(values.dtype) != fitted[col]:
-                continue
-            levels = set(encoder.categories_[i].tolist())
-            present = pd.unique(values[values.notna()].astype(object))
-            unseen = [_plain(v) for v in present if str(v) not in levels]
-            if not unseen:
-                continue
-            shown = ", ".join(repr(v) for v in unseen[:5])
-            shown += f", ... ({len(unseen)} in all)" if len(unseen) > 5 else ""
-            infrequent = grouping and encoder.infrequent_categories_[i] is not None
-            coded = "its infrequent level" if infrequent else "no level (all zeros)"
-            found.append(f"{self._columns[col]!r}: {shown} (encoded as {coded})")
-        if found:
-            warnings.warn(
-                "Found unknown categories in column(s) during transform, levels "
-                f"that fit did not see: {'; '.join(found)}.",
-                UnseenCategoryWarning,
-                stacklevel=caller_stacklevel(),
-            )
-
-    def _check_column_labels(self, X: pd.DataFrame) -> None:
-        """The columns of ``X`` are those of ``fit``, in the same order.
-
-        scikit-learn checks string names only; labels of other types (integers,
-        as ``pd.read_csv(header=None)`` makes) are compared here, so that
-        ``X[[1, 0]]`` is refused rather than encoded column by position.
-        """
-        given = list(X.columns)
-        if given == self._columns:
-            return
-        missing = [c for c in self._columns if c not in given]
-        unexpected = [c for c in given if c not in self._columns]
-        if not missing and not unexpected:
-            raise ValueError(
-                "The columns of X are those passed during fit in another order "
-                f"(fit: {self._columns!r}; got: {given!r}); select them in the "
-                "order of fit, e.g. X[model.feature_names_in_]."
-            )
-        raise ValueError(
-            f"The columns of X differ from those passed during fit: missing "
-            f"{missing!r}, unexpected {unexpected!r}."
-        )
-
-    def _check_numeric_dtypes(self, X: pd.DataFrame) -> None:
-        """Numeric columns of fit may not arrive as dates, durations or complex
-        numbers (which would convert to floats silently, or fail deep inside
-        scikit-learn)."""
-        bad = [
-            f"{X.columns[i]!r} ({X.dtypes.iloc[i]})"
-            for i in self._numeric_idx
-            if _column_kind(X.dtypes.iloc[i]) is None
-        ]
-        if bad:
-            raise ValueError(
-                f"Column(s) {', '.join(bad)} were numeric in fit and have a dtype "
-                f"{type(self).__name__} does not read; pass numbers."
-            )
-
-    def _match_fitted_levels(self, X: pd.DataFrame) -> pd.DataFrame:
-        """Map the values of categorical columns whose dtype changed since
-        ``fit`` back to the fitted levels, and say so.
-
-        Category codes that arrive as floats (``1.0`` for the level ``"1"``),
-        bools as ``0``/``1``, or any column through ``X.to_numpy()`` would
-        otherwise become unseen levels, which moves the predictions silently.
-        A value is mapped only when exactly one reading of it is a fitted level.
-        """
-        fitted = getattr(self, "_dtypes", None)  # absent in older model files
-        if fitted is None or not self._categorical_idx:
-            return X
-        encoder = self.column_transformer_.named_steps["columns"]
-        encoder = encoder.named_transformers_["categorical"][-1]
-        changed: list[str] = []
-        unseen: list[str] = []
-        for col, levels in zip(self._categorical_idx, encoder.categories_, strict=True):
-            values = X.iloc[:, col]
-            if str(values.dtype) == fitted[col]:
-                continue
-            mapped, examples, unmatched = _to_fitted_levels(
-                values, set(levels.tolist())
-            )
-            if examples:
-                if not changed:
-                    X = X.copy()
-                X.isetitem(col, mapped)
-                shown = ", ".join(f"{v!r} -> {lv!r}" for v, lv in examples[:3])
-                changed.append(
-                    f"{self._columns[col]!r} ({fitted[col]} in fit, {values.dtype} "
-                    f"here; {shown})"
-                )
-            if unmatched:
-                # Another dtype *and* no fitted level: most likely the wrong
-                # column or codes for labels, not new categories.
-                fitted_levels = ", ".join(repr(_plain(v)) for v in levels[:5])
-                fitted_levels += ", ..." if len(levels) > 5 else ""
-                unseen.append(
-                    f"{self._columns[col]!r} ({fitted[col]} in fit, {values.dtype} "
-                    f"here): {', '.join(repr(v) for v in unmatched[:3])} match no "
-                    f"level of fit ({fitted_levels})"
-                )
-        if changed:
-            warnings.warn(
-                "Categorical column(s) with another dtype than in fit were matched "
-                f"to the fitted levels: {'; '.join(changed)}. Pass the dtypes of "
-                "fit to silence this warning.",
-                DataConversionWarning,
-                stacklevel=caller_stacklevel(),
-            )
-        if unseen:
-            warnings.warn(
-                "Categorical column(s) with another dtype than in fit hold values "
-                f"that are no level of fit, encoded as unseen levels: "
-                f"{'; '.join(unseen)}. Check the column, or pass the labels of fit "
-                "rather than codes.",
-                DataConversionWarning,
-                stacklevel=caller_stacklevel(),
-            )
-        return X
-
     def _validate_array(self, X: Any, reset: bool) -> np.ndarray:
         if not sp.issparse(X) and not isinstance(X, pd.DataFrame):
             values = np.asarray(X)
@@ -857,7 +611,7 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
         )
         if not sp.issparse(X):
             labels = [f"x{i}" for i in range(X.shape[1])]
-            self._check_missing(X, labels, reset)
+            _check_missing(self, X, labels, reset)
         if reset:
             self._fitted_on_frame = False
             self._numeric_idx = list(range(X.shape[1]))
