@@ -3,8 +3,8 @@
 Trials that differ only in ``n_neighbors`` or ``threshold`` with
 ``graph_space="input"`` need one exact neighbour search of the training rows
 (and one of the validation rows): the widest top-k is kept and narrower trials
-slice it. This script runs the same trials twice, interleaved: each trial in a
-search of its own (its own, empty cache: no sharing), and all trials in one
+slice it. This script runs the same trials twice: each trial in a search of
+its own (its own, empty cache: no sharing), then all trials in one
 ``GraphGLMSearchCV`` (one cache shared by all). A trial's seconds are its
 duration in the study (its fit and its validation score); the sampler proposes
 the trials in a fixed order. It prints a markdown table (seconds per trial,
@@ -87,7 +87,10 @@ def search_trials(X, y, trials, args) -> list[tuple[float, float]]:
         random_state=0,
     ).fit(X, y)
     done = sorted(search.study_.trials, key=lambda t: t.number)
-    assert [(t.params["n_neighbors"], t.params["threshold"]) for t in done] == trials
+    ran = [(t.params.get("n_neighbors"), t.params.get("threshold")) for t in done]
+    if ran != list(trials) or any(t.value is None for t in done):
+        states = [t.state.name for t in done]
+        raise RuntimeError(f"The search ran {ran} ({states}); expected {trials}.")
     return [(t.duration.total_seconds(), -t.value) for t in done]
 
 
