@@ -3,19 +3,249 @@
 Each field is a default chosen by measurement; its record in
 ``docs/decisions/`` gives the comparison behind it. An estimator takes one as
 ``fit_policy`` (None: the defaults), so that a benchmark or a test changes a
-rule through a parameter instead of a module's global.
+rule through a parameter instead of a module's global. The settings of the
+faiss indexes (:class:`IndexSettings`) and of the exact search's tiles
+(:class:`TileSettings`) are two of its fields, ``index`` and ``tiles``.
 """
 
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import dataclass, fields
 
-__all__ = ["FitPolicy"]
+__all__ = ["FitPolicy", "IndexSettings", "TileSettings"]
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_real(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _check_int(name: str, value: object, low: int, owner: str = "FitPolicy") -> None:
+    if not _is_int(value) or value < low:
+        raise ValueError(
+            f"The {owner} field {name!r} must be an int >= {low}; got {value!r}."
+        )
+
+
+def _check_real(
+    name: str, value: object, low: float, high: float, owner: str = "FitPolicy"
+) -> None:
+    if not _is_real(value) or not low <= value <= high:
+        bounds = f">= {low}" if high == float("inf") else f"in [{low}, {high}]"
+        raise ValueError(
+            f"The {owner} field {name!r} must be a real number {bounds}; got {value!r}."
+        )
+
+
+def _check_ladder(name: str, value: object, integer: bool, owner: str) -> None:
+    """A non-empty tuple of finite numbers >= 1 (ints where ``integer``)."""
+    is_number = _is_int if integer else _is_real
+    if not (
+        isinstance(value, tuple)
+        and value
+        and all(is_number(v) and 1 <= v < math.inf for v in value)
+    ):
+        kind = "ints" if integer else "numbers"
+        raise ValueError(
+            f"The {owner} field {name!r} must be a non-empty tuple of {kind} "
+            f">= 1; got {value!r}."
+        )
+
+
+class _Settings:
+    """What the frozen settings classes share: a repr of the fields that
+    differ from the defaults (as scikit-learn's reprs), and plain dicts (JSON
+    types) both ways."""
+
+    def __repr__(self) -> str:
+        changed = [
+            f"{f.name}={getattr(self, f.name)!r}"
+            for f in fields(self)
+            if getattr(self, f.name) != f.default
+        ]
+        return f"{type(self).__name__}({', '.join(changed)})"
+
+    def to_dict(self) -> dict:
+        """The fields as plain values (a tuple as a list, settings as a dict):
+        JSON-ready."""
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, values: dict):
+        """The inverse of :meth:`to_dict`; missing fields take their defaults.
+
+        Raises ``ValueError`` for an unknown field or a bad value (the
+        fields' own checks): a loaded model file is not trusted.
+        """
+        if not isinstance(values, dict):
+            raise ValueError(f"{cls.__name__} needs a dict of fields; got {values!r}.")
+        defaults = {f.name: f.default for f in fields(cls)}
+        unknown = sorted(set(values) - set(defaults))
+        if unknown:
+            raise ValueError(
+                f"Unknown field(s) of {cls.__name__}: {', '.join(unknown)}."
+            )
+        out = {}
+        for name, value in values.items():
+            if isinstance(defaults[name], _Settings) and isinstance(value, dict):
+                value = type(defaults[name]).from_dict(value)
+            elif isinstance(value, list):
+                value = tuple(value)
+            out[name] = value
+        return cls(**out)
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, _Settings):
+        return value.to_dict()
+    return list(value) if isinstance(value, tuple) else value
 
 
 @dataclass(frozen=True, repr=False)
-class FitPolicy:
+class IndexSettings(_Settings):
+    """The approximate (faiss) indexes and their recall calibration.
+
+    Measured on the suite's embeddings and on synthetic rows
+    (``docs/decisions/neighbor_search.md``). The field ``index`` of
+    :class:`FitPolicy`; ``index_params`` of a search overrides ``m``,
+    ``ef_construction`` and ``target_recall``.
+
+    Parameters
+    ----------
+    m : int, default=32
+        HNSW graph degree (M = 16 or 24 lost 2-5 points of recall at equal
+        efSearch on isotropic rows).
+    ef_construction : int, default=80
+        HNSW candidate list while inserting (40 stayed at recall 0.92-0.95
+        whatever efSearch; 100-128 bought ~0.5 point for 30 % more build time).
+    target_recall : float, default=0.95
+        Recall@k that an index without an explicit efSearch or nprobe
+        calibrates for, per kind of search (a fixed efSearch wastes time on
+        clustered rows or loses recall on isotropic ones).
+    calibration_rows : int, default=1000
+        Queries answered exactly to measure an HNSW setting's recall.
+    ivf_calibration_rows : int, default=250
+        The same for IVF, calibrated at every embedding refresh (250 rows chose
+        the same nprobe as 1000 on 20k clustered rows, 0.6x the refresh time).
+    ef_ladder : tuple of float, default=(1, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+        efSearch candidates, as multiples of the results asked for.
+    max_ef_search : int, default=1024
+        The largest efSearch tried.
+    nprobe_ladder : tuple of int, default=(8, 12, 16, 24, 32, 48, 64)
+        IVF lists scanned per query, tried in order (of ``sqrt(n)`` lists; at
+        90k isotropic rows recall@16 is 0.80 at 8, 0.98 at 32; a ladder from
+        4 was measured and not kept, ``docs/decisions/neighbor_search.md``).
+    max_nprobe_fraction : float, default=0.25
+        The ladder stops at this share of the lists: where it does not reach
+        the target, the exact search is cheaper and is used instead.
+    prediction_m : int, default=32
+        HNSW degree of the prediction index
+        (``docs/decisions/prediction_index.md``).
+    prediction_ef_construction : int, default=40
+        Its insertion candidates: on a trained 64-dimensional embedding of
+        45k-90k clustered rows, efConstruction 40 reaches recall@16 0.99 at
+        the same efSearch as 80 in half the build
+        (``docs/decisions/prediction_index.md``).
+    """
+
+    m: int = 32
+    ef_construction: int = 80
+    target_recall: float = 0.95
+    calibration_rows: int = 1000
+    ivf_calibration_rows: int = 250
+    ef_ladder: tuple[float, ...] = (1, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+    max_ef_search: int = 1024
+    nprobe_ladder: tuple[int, ...] = (8, 12, 16, 24, 32, 48, 64)
+    max_nprobe_fraction: float = 0.25
+    prediction_m: int = 32
+    prediction_ef_construction: int = 40
+
+    def __post_init__(self) -> None:
+        owner = type(self).__name__
+        for name in (
+            "m",
+            "ef_construction",
+            "calibration_rows",
+            "ivf_calibration_rows",
+            "max_ef_search",
+            "prediction_m",
+            "prediction_ef_construction",
+        ):
+            _check_int(name, getattr(self, name), low=1, owner=owner)
+        for name in ("target_recall", "max_nprobe_fraction"):
+            _check_real(name, getattr(self, name), 0.0, 1.0, owner=owner)
+        _check_ladder("ef_ladder", self.ef_ladder, integer=False, owner=owner)
+        _check_ladder("nprobe_ladder", self.nprobe_ladder, integer=True, owner=owner)
+
+
+@dataclass(frozen=True, repr=False)
+class TileSettings(_Settings):
+    """How the exact search tiles and folds its similarity matrix.
+
+    Defaults measured on a 2-core CPU (d = 32, k = 16) and an H200
+    (``docs/decisions/neighbor_search.md``). The results do not depend on
+    them, only the time and the memory. The field ``tiles`` of
+    :class:`FitPolicy`.
+
+    Parameters
+    ----------
+    n_slabs : int, default=8
+        Slabs a row is folded into by one step of the bucket pre-selection (8
+        beat 16 by ~10 % at 10k rows and tied at 50k; 24 and 32 were slower).
+        At least 2 (one slab folds nothing).
+    min_row_factor : int, default=8
+        Fold a row only while it is at least this many times ``k * n_slabs``
+        long.
+    cpu_tile_bytes : int, default=32 MiB
+        Target size of one tile on a CPU (16-32 MB were the fastest; 4 MB and
+        64-256 MB 10-40 % slower: the tile leaves the cache).
+    other_tile_bytes : int, default=64 MiB
+        Target size of one tile on a device that is neither a CPU nor CUDA.
+    cuda_free_share : int, default=4
+        On CUDA a tile takes at most 1 / ``cuda_free_share`` of the free memory
+        (the folds, the tie re-ranks and the caller's tensors need the rest).
+    cuda_max_tile_bytes : int, default=8 GiB
+        And at most this many bytes.
+    faiss_tie_margin : int, default=8
+        Results asked of faiss beyond the ``k`` kept: faiss does not choose
+        among rows tied at the k-th value by their index, so a row whose tie
+        reaches its last result is searched again in the tiles.
+    product_rows : int, default=8192
+        Query rows per block of the tie re-ranks' products (their gather is
+        ``[rows, width, d]``: 8192 x 25 x 64 floats are 52 MB).
+    """
+
+    n_slabs: int = 8
+    min_row_factor: int = 8
+    cpu_tile_bytes: int = 32 * 2**20
+    other_tile_bytes: int = 64 * 2**20
+    cuda_free_share: int = 4
+    cuda_max_tile_bytes: int = 8 * 2**30
+    faiss_tie_margin: int = 8
+    product_rows: int = 8192
+
+    def __post_init__(self) -> None:
+        owner = type(self).__name__
+        _check_int("n_slabs", self.n_slabs, low=2, owner=owner)
+        _check_int("faiss_tie_margin", self.faiss_tie_margin, low=0, owner=owner)
+        for name in (
+            "min_row_factor",
+            "cpu_tile_bytes",
+            "other_tile_bytes",
+            "cuda_free_share",
+            "cuda_max_tile_bytes",
+            "product_rows",
+        ):
+            _check_int(name, getattr(self, name), low=1, owner=owner)
+
+
+@dataclass(frozen=True, repr=False)
+class FitPolicy(_Settings):
     """Rules of the training loop, the neighbour search and the network.
 
     Frozen (hashable, picklable, compared by value): set a field by building a
@@ -144,6 +374,8 @@ class FitPolicy:
     predict_chunk: int = 8192
     predict_index_min_rows: int = 50_000
     predict_index_recall: float = 0.99
+    index: IndexSettings = IndexSettings()
+    tiles: TileSettings = TileSettings()
 
     #: The fields that are counts of at least one (rows, epochs, parts).
     _POSITIVE = (
@@ -194,48 +426,9 @@ class FitPolicy:
             _check_real(name, getattr(self, name), low=0.0, high=float("inf"))
         for name in ("refresh_distinct_max_share", "predict_index_recall"):
             _check_real(name, getattr(self, name), 0.0, 1.0)
-
-    def __repr__(self) -> str:
-        # The fields that differ from the defaults, as scikit-learn's reprs.
-        changed = [
-            f"{f.name}={getattr(self, f.name)!r}"
-            for f in fields(self)
-            if getattr(self, f.name) != f.default
-        ]
-        return f"{type(self).__name__}({', '.join(changed)})"
-
-    def to_dict(self) -> dict:
-        """The fields as plain values (a tuple as a list): JSON-ready."""
-        return {
-            f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v
-            for f in fields(self)
-        }
-
-    @classmethod
-    def from_dict(cls, values: dict) -> FitPolicy:
-        """The inverse of :meth:`to_dict`; missing fields take their defaults."""
-        values = dict(values)
-        if "cached_state_parts" in values:
-            values["cached_state_parts"] = tuple(values["cached_state_parts"])
-        return cls(**values)
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _check_int(name: str, value: object, low: int) -> None:
-    if not _is_int(value) or value < low:
-        raise ValueError(
-            f"The FitPolicy field {name!r} must be an int >= {low}; got {value!r}."
-        )
-
-
-def _check_real(name: str, value: object, low: float, high: float) -> None:
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
-    if not ok or not low <= value <= high:
-        bounds = f">= {low}" if high == float("inf") else f"in [{low}, {high}]"
-        raise ValueError(
-            f"The FitPolicy field {name!r} must be a real number {bounds}; "
-            f"got {value!r}."
-        )
+        for name, kind in (("index", IndexSettings), ("tiles", TileSettings)):
+            if not isinstance(getattr(self, name), kind):
+                raise ValueError(
+                    f"The FitPolicy field {name!r} must be of type "
+                    f"{kind.__name__}; got {getattr(self, name)!r}."
+                )

@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch_geometric.nn import GATConv
 
-from autoglm_graph import GraphGLMRegressor
+from autoglm_graph import FitPolicy, GraphGLMRegressor
 from autoglm_graph.datasets import make_varying_coefficients
 from autoglm_graph.neighbors import cosine_topk
 from autoglm_graph.neighbors._graph import NeighborGraph
@@ -327,8 +327,8 @@ def test_checkpointed_layers_give_the_same_gradients(message_passing, own_genera
     context, targets = torch.randn(40, 6), torch.randn(40, 2)
     adjacency = net.adjacency(cosine_topk(context, n_neighbors=5), 40)
 
-    def gradients(checkpoint_rows):
-        net.checkpoint_rows = checkpoint_rows
+    def gradients(checkpoint_min_rows):
+        net.policy = FitPolicy(checkpoint_min_rows=checkpoint_min_rows)
         net.zero_grad()
         torch.manual_seed(3)
         if own_generator:  # a fit's own stream (autoglm_graph.network._random)

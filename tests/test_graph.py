@@ -10,6 +10,7 @@ from autoglm_graph.neighbors import CosineNeighbors, cosine_topk
 from autoglm_graph.neighbors._graph import NeighborGraph
 from autoglm_graph.neighbors._topk import _n_folds, fill_topk
 from autoglm_graph.neighbors.refresh import refresh_graphs
+from autoglm_graph.policy import TileSettings
 
 
 def _clustered(n: int, d: int = 8, seed: int = 0) -> np.ndarray:
@@ -148,7 +149,7 @@ def test_chunk_size_does_not_change_result(exclude):
 @pytest.mark.parametrize("k", [2, 16])
 def test_bucket_preselection_path_matches_full_topk(k):
     # m = 5000 is folded at least once for k = 16, twice for k = 2, with padding.
-    assert _n_folds(5000, k) >= (2 if k == 2 else 1)
+    assert _n_folds(5000, k, TileSettings()) >= (2 if k == 2 else 1)
     X, Y = _clustered(64, seed=5), _clustered(5000, seed=6)
     graph = cosine_topk(X, Y, n_neighbors=k, chunk_size=13, dtype=torch.float64)
     Xn = torch.nn.functional.normalize(torch.as_tensor(X), dim=1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from functools import partial
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ import torch
 
 faiss = pytest.importorskip("faiss")
 
+from autoglm_graph import FitPolicy  # noqa: E402
 from autoglm_graph.neighbors import (  # noqa: E402
     CosineNeighbors,
     NeighborCache,
@@ -22,6 +24,7 @@ from autoglm_graph.neighbors._search import _resolve_backend  # noqa: E402
 from autoglm_graph.neighbors._topk import faiss_topk  # noqa: E402
 from autoglm_graph.neighbors._topk import fill_topk as fill  # noqa: E402
 from autoglm_graph.neighbors.refresh import refresh_graphs  # noqa: E402
+from autoglm_graph.policy import IndexSettings  # noqa: E402
 
 
 def _clustered(n: int, d: int = 16, seed: int = 0) -> np.ndarray:
@@ -159,13 +162,14 @@ def test_dtype_device_and_detach():
 
 def test_auto_backend_choice(monkeypatch):
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
-    assert _resolve_backend("auto", 1000, 1000, cpu) == "exact"
-    assert _resolve_backend("auto", 10**6, 10**6, cpu) == "faiss"
-    assert _resolve_backend("auto", 10, 10**6, cpu) == "exact"  # few queries
-    assert _resolve_backend("auto", 10**6, 10**6, cuda) == "exact"
-    assert _resolve_backend("auto", 2 * 10**7, 2 * 10**7, cuda) == "faiss"
+    resolve = partial(_resolve_backend, policy=FitPolicy())
+    assert resolve("auto", 1000, 1000, cpu) == "exact"
+    assert resolve("auto", 10**6, 10**6, cpu) == "faiss"
+    assert resolve("auto", 10, 10**6, cpu) == "exact"  # few queries
+    assert resolve("auto", 10**6, 10**6, cuda) == "exact"
+    assert resolve("auto", 2 * 10**7, 2 * 10**7, cuda) == "faiss"
     monkeypatch.setattr(_faiss, "faiss_available", lambda: False)
-    assert _resolve_backend("auto", 10**6, 10**6, cpu) == "exact"
+    assert resolve("auto", 10**6, 10**6, cpu) == "exact"
 
 
 def test_auto_small_input_is_exact():
@@ -302,6 +306,43 @@ def test_bad_target_recall_raises(bad):
         )
 
 
+def test_the_policy_s_index_settings_reach_the_hnsw_index():
+    """The HNSW degree, insertion candidates and the calibration's ladder are
+    the policy's (``FitPolicy.index``); ``index_params`` override them."""
+    X = _isotropic(1500)
+    settings = IndexSettings(
+        m=8, ef_construction=20, ef_ladder=(2, 3), target_recall=0.5
+    )
+    policy = FitPolicy(index=settings)
+    nn = CosineNeighbors(n_neighbors=4, backend="faiss", policy=policy).fit(X)
+    hnsw = nn.index_.index.hnsw
+    assert (hnsw.nb_neighbors(1), hnsw.efConstruction) == (8, 20)
+    nn.kneighbors()
+    ef, _ = nn.index_.calibration[(5, True)]
+    assert ef in (10, 15)  # 2 or 3 times the 5 results asked for
+    given = CosineNeighbors(
+        n_neighbors=4, backend="faiss", policy=policy, index_params={"m": 12}
+    ).fit(X)
+    assert given.index_.index.hnsw.nb_neighbors(1) == 12
+    assert given.index_.target_recall == 0.5
+    default = CosineNeighbors(n_neighbors=4, backend="faiss").fit(X)
+    assert default.index_.index.hnsw.nb_neighbors(1) == IndexSettings().m
+
+
+def test_the_policy_s_index_settings_reach_the_ivf_calibration():
+    X = torch.as_tensor(_clustered(3000), dtype=torch.float32)
+    settings = IndexSettings(nprobe_ladder=(3,), ivf_calibration_rows=50)
+    own, _ = refresh_graphs(
+        X, None, n_neighbors=8, backend="ivf", policy=FitPolicy(index=settings)
+    )
+    nn = CosineNeighbors(
+        n_neighbors=8, backend="ivf", policy=FitPolicy(index=settings)
+    ).fit(X)
+    nn.kneighbors()
+    assert nn.index_.calibration[0] in (3, None)  # the ladder's one setting
+    assert recall_at_k(own, cosine_topk(X, n_neighbors=8)) >= 0.9
+
+
 # ------------------------------------------------------------------------ IVF
 
 
@@ -401,15 +442,15 @@ def test_training_refreshes_search_both_row_sets_in_one_ivf_index(monkeypatch):
     """A refresh builds one IVF index over the training rows' embedding; the
     validation rows are searched in it too (not in an exact search of their
     own)."""
-    from autoglm_graph import FitPolicy, GraphGLMRegressor
+    from autoglm_graph import GraphGLMRegressor
     from autoglm_graph.neighbors import refresh
 
     builds, searches = [], []
     build, search = refresh._build_index, refresh._search
 
-    def spy_build(Yn, index_params, kind="faiss"):
+    def spy_build(Yn, index_params, kind, settings):
         builds.append((Yn.shape[0], kind))
-        return build(Yn, index_params, kind)
+        return build(Yn, index_params, kind, settings)
 
     def spy_search(Xn, Yn, *args, index=None, **kwargs):
         searches.append((Xn.shape[0], index is not None))

@@ -10,9 +10,10 @@ import pytest
 import torch
 from sklearn.base import clone
 
-from autoglm_graph import FitPolicy, GraphGLMRegressor
+from autoglm_graph import FitPolicy, GraphGLMRegressor, load
 from autoglm_graph.datasets import make_varying_coefficients
 from autoglm_graph.network.stopping import EarlyStopping
+from autoglm_graph.policy import IndexSettings, TileSettings
 
 SMALL = dict(hidden_channels=8, heads=2, n_neighbors=4)
 
@@ -43,13 +44,46 @@ BEFORE = dict(
     predict_index_min_rows=50_000,
     predict_index_recall=0.99,
 )
+#: The values of the module settings ``_faiss.INDEX`` and ``_topk.TILES`` that
+#: the fields ``index`` and ``tiles`` replaced.
+BEFORE_INDEX = dict(
+    m=32,
+    ef_construction=80,
+    target_recall=0.95,
+    calibration_rows=1000,
+    ivf_calibration_rows=250,
+    ef_ladder=(1, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32),
+    max_ef_search=1024,
+    nprobe_ladder=(8, 12, 16, 24, 32, 48, 64),
+    max_nprobe_fraction=0.25,
+    prediction_m=32,
+    prediction_ef_construction=40,
+)
+BEFORE_TILES = dict(
+    n_slabs=8,
+    min_row_factor=8,
+    cpu_tile_bytes=32 * 2**20,
+    other_tile_bytes=64 * 2**20,
+    cuda_free_share=4,
+    cuda_max_tile_bytes=8 * 2**30,
+    faiss_tie_margin=8,
+    product_rows=8192,
+)
+
+
+def _plain(values: dict) -> dict:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
 
 
 def test_defaults_are_the_former_constants():
     assert FitPolicy().to_dict() == {
-        k: list(v) if isinstance(v, tuple) else v for k, v in BEFORE.items()
+        **_plain(BEFORE),
+        "index": _plain(BEFORE_INDEX),
+        "tiles": _plain(BEFORE_TILES),
     }
     assert FitPolicy(**BEFORE) == FitPolicy()
+    assert FitPolicy().index == IndexSettings(**BEFORE_INDEX)
+    assert FitPolicy().tiles == TileSettings(**BEFORE_TILES)
 
 
 def test_policy_is_frozen_hashable_picklable_with_a_short_repr():
@@ -62,6 +96,39 @@ def test_policy_is_frozen_hashable_picklable_with_a_short_repr():
     assert repr(FitPolicy()) == "FitPolicy()"
     assert FitPolicy.from_dict(policy.to_dict()) == policy
     assert FitPolicy.from_dict({}) == FitPolicy()
+
+
+def test_index_and_tile_settings_are_fields_of_the_policy():
+    policy = FitPolicy(index=IndexSettings(m=16), tiles=TileSettings(n_slabs=4))
+    assert repr(policy) == (
+        "FitPolicy(index=IndexSettings(m=16), tiles=TileSettings(n_slabs=4))"
+    )
+    assert hash(policy) == hash(FitPolicy.from_dict(policy.to_dict()))
+    assert FitPolicy.from_dict(policy.to_dict()) == policy
+    assert pickle.loads(pickle.dumps(policy)) == policy
+    assert FitPolicy.from_dict({"index": {"m": 16}}).index == IndexSettings(m=16)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        policy.index.m = 8
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"index": 5}, "FitPolicy field 'index' must be of type IndexSettings"),
+        ({"tiles": {"n_slabs": 1}}, "TileSettings field 'n_slabs' must be an int >= 2"),
+        ({"tiles": {"faiss_tie_margin": -1}}, "TileSettings field 'faiss_tie_margin'"),
+        ({"index": {"m": 0}}, "IndexSettings field 'm'"),
+        ({"index": {"target_recall": 1.5}}, "IndexSettings field 'target_recall'"),
+        ({"index": {"ef_ladder": []}}, "IndexSettings field 'ef_ladder'"),
+        ({"index": {"nprobe_ladder": [8, 1.5]}}, "IndexSettings field 'nprobe_ladder'"),
+        ({"index": {"ef_ladder": "123"}}, "IndexSettings field 'ef_ladder'"),
+        ({"index": {"slabs": 3}}, "Unknown field.*of IndexSettings: slabs"),
+        ({"depth": 3}, "Unknown field.*of FitPolicy: depth"),
+    ],
+)
+def test_bad_settings_raise_naming_the_field(values, message):
+    with pytest.raises(ValueError, match=message):
+        FitPolicy.from_dict(values)
 
 
 def test_estimators_store_clone_and_pickle_the_policy():
@@ -141,13 +208,16 @@ def test_early_stopping_takes_every_rule_of_the_policy():
         refresh_gain_epochs=2,
         stall_standard_errors=0.5,
     )
-    stopper = EarlyStopping.from_policy(policy, patience=6, tol=0.0)
-    assert (stopper.patience, stopper.tol) == (6, 0.0)
-    assert (stopper.screening, stopper.screening_below_glm) == (4, 3)
+    stopper = EarlyStopping(n_iter_no_change=6, tol=0.0, policy=policy)
+    assert (stopper.n_iter_no_change, stopper.tol) == (6, 0.0)
+    assert (stopper.screening_epochs, stopper.screening_epochs_below_glm) == (4, 3)
     assert stopper.recovery_epochs == 7 and stopper.refresh_gain_epochs == 2
     assert stopper.refresh_jump_stop == 0.01 and stopper.stall_standard_errors == 0.5
+    same = EarlyStopping.from_policy(policy, 6, 0.0)
+    assert vars(same) == vars(stopper)
     default = EarlyStopping()
-    assert (default.screening, default.screening_below_glm) == (5, 2)
+    assert (default.screening_epochs, default.screening_epochs_below_glm) == (5, 2)
+    assert default.n_iter_no_change == GraphGLMRegressor().n_iter_no_change
 
 
 class _Encoded:
@@ -223,8 +293,33 @@ def test_checkpoint_and_attention_thresholds_reach_the_network():
         **SMALL,
     ).fit(X, y)
     if model.network_ is not None:
-        assert model.network_.checkpoint_rows is None
-        assert model.network_.all_heads_max_src_rows == 7
+        assert model.network_.policy.checkpoint_min_rows is None
+        assert model.network_.policy.all_heads_max_src_rows == 7
+
+
+def test_a_loaded_or_unpickled_network_reads_the_fit_s_policy(tmp_path):
+    """The network is built with the fit's policy, and so is the network of
+    a loaded (or unpickled) model: not the defaults."""
+    X, y, _ = make_varying_coefficients(400, 3, family="poisson", random_state=0)
+    policy = FitPolicy(
+        checkpoint_min_rows=123,
+        all_heads_max_src_rows=7,
+        tiles=TileSettings(n_slabs=4),
+        index=IndexSettings(m=16),
+    )
+    model = GraphGLMRegressor(
+        family="poisson", max_epochs=5, random_state=0, fit_policy=policy, **SMALL
+    ).fit(X, y)
+    assert not model.is_global_only_
+    assert model.network_.policy == policy
+    loaded = load(model.save(tmp_path / "model"))
+    assert loaded.fit_policy == policy
+    assert loaded.network_.policy == policy
+    assert loaded.network_.policy.all_heads_max_src_rows == 7
+    assert loaded.predictor().network.policy == policy  # prediction's search too
+    unpickled = pickle.loads(pickle.dumps(model))
+    assert unpickled.network_.policy == policy
+    np.testing.assert_allclose(loaded.predict(X), model.predict(X), rtol=1e-6)
 
 
 def test_min_rows_for_network_and_predict_chunk():

@@ -60,13 +60,17 @@ class _History:
 
 def test_early_stopping_counts_from_the_global_glm():
     trainer = _History(baseline=1.0)
-    stopper = EarlyStopping(patience=3, tol=0.0, screening=3)
-    # Never better than the global GLM: given up after `patience` epochs.
+    stopper = EarlyStopping(
+        n_iter_no_change=3, tol=0.0, policy=FitPolicy(screening_epochs=3)
+    )
+    # Never better than the global GLM: given up after `n_iter_no_change` epochs.
     decisions = [
         stopper.on_epoch_end(trainer, {"val_deviance": v}) for v in (1.2, 1.1, 1.05)
     ]
     assert decisions == [False, False, True]
-    stopper = EarlyStopping(patience=3, tol=0.0, screening=3)
+    stopper = EarlyStopping(
+        n_iter_no_change=3, tol=0.0, policy=FitPolicy(screening_epochs=3)
+    )
     # Beating it resets the count.
     decisions = [
         stopper.on_epoch_end(trainer, {"val_deviance": v})
@@ -77,17 +81,23 @@ def test_early_stopping_counts_from_the_global_glm():
 
 def test_screening_until_the_glm_is_beaten():
     trainer = _History(baseline=1.0)
-    stopper = EarlyStopping(patience=10, tol=0.0, screening=2)
+    stopper = EarlyStopping(
+        n_iter_no_change=10, tol=0.0, policy=FitPolicy(screening_epochs=2)
+    )
     # Worse than the GLM and not falling after 2 epochs: given up.
     decisions = [stopper.on_epoch_end(trainer, {"val_deviance": v}) for v in (1.1, 1.2)]
     assert decisions == [False, True]
     # Falling towards the GLM: screening waits, up to the full patience.
-    stopper = EarlyStopping(patience=4, tol=0.0, screening=2)
+    stopper = EarlyStopping(
+        n_iter_no_change=4, tol=0.0, policy=FitPolicy(screening_epochs=2)
+    )
     values = (1.3, 1.2, 1.1, 1.05, 1.01)
     decisions = [stopper.on_epoch_end(trainer, {"val_deviance": v}) for v in values]
     assert decisions == [False, False, False, True, True][: len(values)]
     # Once the GLM is beaten, only the patience applies.
-    stopper = EarlyStopping(patience=4, tol=0.0, screening=2)
+    stopper = EarlyStopping(
+        n_iter_no_change=4, tol=0.0, policy=FitPolicy(screening_epochs=2)
+    )
     values = (1.1, 0.9, 0.95, 0.96, 0.97, 0.98)
     decisions = [stopper.on_epoch_end(trainer, {"val_deviance": v}) for v in values]
     assert decisions == [False, False, False, False, False, True]
@@ -98,18 +108,24 @@ def test_patience_holds_while_a_network_recovers_steadily():
     # Epoch 1 far below the GLM, an overshoot, then a steady recovery: five
     # falls in a row hold the patience's stop until the deviance rises again.
     values = (0.5, 4.6, 7.9, 3.4, 1.1, 0.68, 0.67, 0.65, 0.59, 0.53, 0.52, 0.55)
-    stopper = EarlyStopping(patience=10, tol=0.0, screening=3)
+    stopper = EarlyStopping(
+        n_iter_no_change=10, tol=0.0, policy=FitPolicy(screening_epochs=3)
+    )
     decisions = [stopper.on_epoch_end(trainer, {"val_deviance": v}) for v in values]
     assert decisions == [False] * 11 + [True]
     # Fewer falls in a row: stopped at the patience.
     values = (0.5, 4.6, 7.9, 3.4, 1.1, 0.68, 0.69, 0.65, 0.59, 0.53, 0.52)
-    stopper = EarlyStopping(patience=10, tol=0.0, screening=3)
+    stopper = EarlyStopping(
+        n_iter_no_change=10, tol=0.0, policy=FitPolicy(screening_epochs=3)
+    )
     decisions = [stopper.on_epoch_end(trainer, {"val_deviance": v}) for v in values]
     assert decisions == [False] * 10 + [True]
     # A resumed fit whose record predates the count starts it at zero.
     state = stopper.state_dict()
     del state["_falls"]
-    fresh = EarlyStopping(patience=10, tol=0.0, screening=3)
+    fresh = EarlyStopping(
+        n_iter_no_change=10, tol=0.0, policy=FitPolicy(screening_epochs=3)
+    )
     fresh.load_state_dict(state)
     assert fresh.state_dict() == {**state, "_falls": 0}
 
@@ -118,7 +134,9 @@ def test_a_refresh_that_raises_the_validation_deviance_ends_the_fit():
     def decisions(values, refreshed_at, patience=10):
         trainer = _History(baseline=1.0)
         trainer.config = SimpleNamespace(graph=SimpleNamespace(refresh=10))
-        stopper = EarlyStopping(patience=patience, tol=0.0, screening=3)
+        stopper = EarlyStopping(
+            n_iter_no_change=patience, tol=0.0, policy=FitPolicy(screening_epochs=3)
+        )
         return [
             stopper.on_epoch_end(
                 trainer,
@@ -154,7 +172,9 @@ def test_full_patience_only_when_ahead_by_one_standard_error():
         trainer = _History(baseline=1.0)
         trainer.selector = _Selector(ahead)
         stopper = EarlyStopping(
-            patience=10, tol=0.0, screening=3, screening_below_glm=3
+            n_iter_no_change=10,
+            tol=0.0,
+            policy=FitPolicy(screening_epochs=3, screening_epochs_below_glm=3),
         )
         decisions = [stopper.on_epoch_end(trainer, {"val_deviance": v}) for v in values]
         assert decisions == expected
@@ -163,19 +183,31 @@ def test_full_patience_only_when_ahead_by_one_standard_error():
 def test_a_network_stalled_below_the_glm_gets_the_shorter_screening():
     trainer = _History(baseline=1.0)
     trainer.selector = _Selector(ahead=False)
-    stopper = EarlyStopping(patience=10, tol=0.0, screening=5, screening_below_glm=2)
+    stopper = EarlyStopping(
+        n_iter_no_change=10,
+        tol=0.0,
+        policy=FitPolicy(screening_epochs=5, screening_epochs_below_glm=2),
+    )
     # Below the GLM (not by one standard error), then flat: 2 epochs.
     values = (0.99, 1.0, 1.0, 1.0)
     decisions = [stopper.on_epoch_end(trainer, {"val_deviance": v}) for v in values]
     assert decisions == [False, False, True, True]
     # Still above the GLM: the full screening.
-    stopper = EarlyStopping(patience=10, tol=0.0, screening=5, screening_below_glm=2)
+    stopper = EarlyStopping(
+        n_iter_no_change=10,
+        tol=0.0,
+        policy=FitPolicy(screening_epochs=5, screening_epochs_below_glm=2),
+    )
     values = (1.1, 1.2, 1.2, 1.2, 1.2)
     decisions = [stopper.on_epoch_end(trainer, {"val_deviance": v}) for v in values]
     assert decisions == [False] * 4 + [True]
     # Ahead by one standard error: neither applies.
     trainer.selector = _Selector(ahead=True)
-    stopper = EarlyStopping(patience=10, tol=0.0, screening=5, screening_below_glm=2)
+    stopper = EarlyStopping(
+        n_iter_no_change=10,
+        tol=0.0,
+        policy=FitPolicy(screening_epochs=5, screening_epochs_below_glm=2),
+    )
     decisions = [stopper.on_epoch_end(trainer, {"val_deviance": v}) for v in values[:1]]
     decisions += [
         stopper.on_epoch_end(trainer, {"val_deviance": v}) for v in (0.9, 1.0, 1.0)
@@ -197,7 +229,9 @@ def _stall_decisions(units, values, n_rows=400, patience=4):
     validation deviances are ``units[i]`` and its mean is ``values[i]``."""
     trainer = _History(baseline=1.0)
     trainer.selector = _UnitSelector(n_rows)
-    stopper = EarlyStopping(patience=patience, tol=0.0, screening=3)
+    stopper = EarlyStopping(
+        n_iter_no_change=patience, tol=0.0, policy=FitPolicy(screening_epochs=3)
+    )
     decisions = []
     for unit, value in zip(units, values, strict=True):
         trainer.selector.best_unit = unit

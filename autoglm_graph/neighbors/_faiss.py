@@ -11,7 +11,8 @@ between searches (the embedding graph's refreshes during training).
 used, and faiss itself is imported only when an index is built, so that faiss stays
 an optional dependency. Rows arrive here already L2-normalised, so the inner
 product that the index ranks by (``METRIC_INNER_PRODUCT``) is the cosine
-similarity.
+similarity. Both indexes take their defaults and their calibration's ladders
+from :class:`~autoglm_graph.policy.IndexSettings` (``FitPolicy.index``).
 """
 
 from __future__ import annotations
@@ -19,69 +20,13 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
+from ..policy import IndexSettings
 
-@dataclass(frozen=True)
-class IndexSettings:
-    """Defaults of the approximate indexes and of their recall calibration.
-
-    Measured on the suite's embeddings and on synthetic rows
-    (``docs/decisions/neighbor_search.md``).
-
-    Attributes
-    ----------
-    m : int, default=32
-        HNSW graph degree (M = 16 or 24 lost 2-5 points of recall at equal
-        efSearch on isotropic rows).
-    ef_construction : int, default=80
-        HNSW candidate list while inserting (40 stayed at recall 0.92-0.95
-        whatever efSearch; 100-128 bought ~0.5 point for 30 % more build time).
-    target_recall : float, default=0.95
-        Recall@k that an index without an explicit efSearch or nprobe
-        calibrates for, per kind of search (a fixed efSearch wastes time on
-        clustered rows or loses recall on isotropic ones).
-    calibration_rows : int, default=1000
-        Queries answered exactly to measure an HNSW setting's recall.
-    ivf_calibration_rows : int, default=250
-        The same for IVF, calibrated at every embedding refresh (250 rows chose
-        the same nprobe as 1000 on 20k clustered rows, 0.6x the refresh time).
-    ef_ladder : tuple of float
-        efSearch candidates, as multiples of the results asked for.
-    max_ef_search : int, default=1024
-        The largest efSearch tried.
-    nprobe_ladder : tuple of int
-        IVF lists scanned per query, tried in order (of ``sqrt(n)`` lists; at
-        90k isotropic rows recall@16 is 0.80 at 8, 0.98 at 32).
-    max_nprobe_fraction : float, default=0.25
-        The ladder stops at this share of the lists: where it does not reach
-        the target, the exact search is cheaper and is used instead.
-    prediction_m, prediction_ef_construction : int, default=32, 40
-        HNSW degree and insertion candidates of the prediction index: on a
-        trained 64-dimensional embedding of 45k-90k clustered rows,
-        efConstruction 40 reaches recall@16 0.99 at the same efSearch as 80 in
-        half the build (``docs/decisions/prediction_index.md``).
-    """
-
-    m: int = 32
-    ef_construction: int = 80
-    target_recall: float = 0.95
-    calibration_rows: int = 1000
-    ivf_calibration_rows: int = 250
-    ef_ladder: tuple[float, ...] = (1, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32)
-    max_ef_search: int = 1024
-    nprobe_ladder: tuple[int, ...] = (8, 12, 16, 24, 32, 48, 64)
-    max_nprobe_fraction: float = 0.25
-    prediction_m: int = 32
-    prediction_ef_construction: int = 40
-
-
-#: The defaults every index and calibration reads.
-INDEX = IndexSettings()
 #: Similarities this close to the k-th exact one count as ties (float32 sums).
 _TIE_TOLERANCE = 1e-5
 
@@ -143,6 +88,7 @@ class _Index:
 
     def __setstate__(self, state: dict) -> None:
         state["index"] = import_faiss().deserialize_index(state["index"])
+        state.setdefault("settings", IndexSettings())  # pickled before it was kept
         self.__dict__.update(state)
 
     def _setting(self, data: np.ndarray, k_searched: int, exclude_self: bool):
@@ -196,29 +142,39 @@ class HNSWIndex(_Index):
     ----------
     base : torch.Tensor of shape (m, d)
         L2-normalised base rows (any device and floating dtype).
-    m : int
-        Graph degree ``M`` (links per node and layer; twice that on layer 0).
-    ef_construction : int
-        Candidate-list size while inserting rows.
+    settings : IndexSettings
+        The defaults of the parameters below and the calibration's ladder
+        (``ef_ladder``, ``max_ef_search``, ``calibration_rows``).
+    m : int or None
+        Graph degree ``M`` (links per node and layer; twice that on layer 0);
+        None: ``settings.m``.
+    ef_construction : int or None
+        Candidate-list size while inserting rows; None:
+        ``settings.ef_construction``.
     ef_search : int or None
         Candidate-list size while searching; ``None`` calibrates one per number
-        of results asked for (see :class:`IndexSettings`). Raised to at
-        least the number of results asked for.
-    target_recall : float
-        Recall@k that the calibration aims for (ignored with ``ef_search``).
+        of results asked for. Raised to at least the number of results asked
+        for.
+    target_recall : float or None
+        Recall@k that the calibration aims for (ignored with ``ef_search``);
+        None: ``settings.target_recall``.
     """
 
     def __init__(
         self,
         base: torch.Tensor,
-        m: int = INDEX.m,
-        ef_construction: int = INDEX.ef_construction,
+        settings: IndexSettings,
+        m: int | None = None,
+        ef_construction: int | None = None,
         ef_search: int | None = None,
-        target_recall: float = INDEX.target_recall,
+        target_recall: float | None = None,
     ) -> None:
         faiss = import_faiss()
+        self.settings = settings
         self.ef_search = ef_search
-        self.target_recall = target_recall
+        self.target_recall = _given(target_recall, settings.target_recall)
+        m = _given(m, settings.m)
+        ef_construction = _given(ef_construction, settings.ef_construction)
         #: (k', exclude_self) -> (efSearch, recall@k on the calibration sample)
         self.calibration: dict[tuple[int, bool], tuple[int, float]] = {}
         self.n_rows, self.dim = (int(s) for s in base.shape)
@@ -241,10 +197,11 @@ class HNSWIndex(_Index):
         key = (k_searched, exclude_self)
         if key not in self.calibration:
             faiss = import_faiss()
+            settings = self.settings
             ladder = list(
                 dict.fromkeys(
-                    min(INDEX.max_ef_search, math.ceil(f * k_searched))
-                    for f in INDEX.ef_ladder
+                    min(settings.max_ef_search, math.ceil(f * k_searched))
+                    for f in settings.ef_ladder
                 )
             )
             with _faiss_threads(faiss):
@@ -258,6 +215,7 @@ class HNSWIndex(_Index):
                     k_searched,
                     exclude_self,
                     self.target_recall,
+                    settings.calibration_rows,
                 )
             # No setting reached the target: the largest one tried.
             self.calibration[key] = (ladder[-1] if ef is None else ef, recall)
@@ -283,13 +241,17 @@ class IVFIndex(_Index):
     ----------
     base : torch.Tensor of shape (m, d)
         L2-normalised base rows (any device and floating dtype).
+    settings : IndexSettings
+        The calibration's ladder (``nprobe_ladder``, ``max_nprobe_fraction``,
+        ``ivf_calibration_rows``) and the default ``target_recall``.
     nlist : int or None
         Number of k-means lists; ``None``: ``sqrt(m)`` (at most ``m / 39``).
     nprobe : int or None
         Lists whose rows each query scans (the ``nprobe`` nearest centroids);
         ``None`` calibrates it per search to ``target_recall``.
-    target_recall : float
-        Recall@k that the calibration aims for.
+    target_recall : float or None
+        Recall@k that the calibration aims for; None:
+        ``settings.target_recall``.
 
     Notes
     -----
@@ -300,18 +262,20 @@ class IVFIndex(_Index):
     def __init__(
         self,
         base: torch.Tensor,
+        settings: IndexSettings,
         nlist: int | None = None,
         nprobe: int | None = None,
-        target_recall: float = INDEX.target_recall,
+        target_recall: float | None = None,
     ) -> None:
         faiss = import_faiss()
+        self.settings = settings
         self.n_rows, self.dim = (int(s) for s in base.shape)
         if nlist is None:
             nlist = round(math.sqrt(self.n_rows))
             nlist = min(nlist, self.n_rows // _MIN_ROWS_PER_LIST)
         self.nlist = max(1, min(int(nlist), self.n_rows))
         self.nprobe = None if nprobe is None else min(int(nprobe), self.nlist)
-        self.target_recall = target_recall
+        self.target_recall = _given(target_recall, settings.target_recall)
         #: The last calibration: (nprobe or None for "search exactly", recall).
         self.calibration: tuple[int | None, float] | None = None
         # The index keeps a pointer to its quantizer: both must stay alive.
@@ -332,8 +296,9 @@ class IVFIndex(_Index):
         if self.nprobe is not None:
             return self.nprobe
         faiss = import_faiss()
-        most = max(1, int(INDEX.max_nprobe_fraction * self.nlist))
-        ladder = [p for p in INDEX.nprobe_ladder if p <= most] or [most]
+        settings = self.settings
+        most = max(1, int(settings.max_nprobe_fraction * self.nlist))
+        ladder = [p for p in settings.nprobe_ladder if p <= most] or [most]
         with _faiss_threads(faiss):
             self.calibration = _calibrate(
                 lambda sample, k: _sample_topk(sample, self.data, k),
@@ -343,7 +308,7 @@ class IVFIndex(_Index):
                 k_searched,
                 exclude_self,
                 self.target_recall,
-                sample_rows=INDEX.ivf_calibration_rows,
+                settings.ivf_calibration_rows,
             )
         return self.calibration[0]
 
@@ -351,6 +316,11 @@ class IVFIndex(_Index):
         params = import_faiss().SearchParametersIVF()
         params.nprobe = nprobe
         return self.index.search(data, k, params=params)
+
+
+def _given(value, default):
+    """``value``, or ``default`` where it is None (a parameter not given)."""
+    return default if value is None else value
 
 
 def _sample_topk(
@@ -392,7 +362,7 @@ def _calibrate(
     k_searched: int,
     exclude_self: bool,
     target_recall: float,
-    sample_rows: int = INDEX.calibration_rows,
+    sample_rows: int,
 ) -> tuple[int | None, float]:
     """The first setting on ``ladder`` whose recall on ``queries`` reaches the target.
 

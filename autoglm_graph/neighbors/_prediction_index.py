@@ -6,8 +6,9 @@ CPU, faiss installed) the fit builds an HNSW index over their graph-space
 vectors and calibrates its efSearch on held-out rows (the validation rows'
 vectors; without them, the training rows each searched without itself) to
 ``FitPolicy.predict_index_recall``: the smallest efSearch on the ladder of
-:mod:`autoglm_graph._faiss` whose recall@k against the exact search reaches
-it. Where none does, prediction keeps the exact search.
+``FitPolicy.index`` (:class:`~autoglm_graph.policy.IndexSettings`, which also
+gives the index's M and efConstruction) whose recall@k against the exact
+search reaches it. Where none does, prediction keeps the exact search.
 
 What the fit chose (:class:`PredictionIndex`: M, efConstruction, efSearch and
 the recall measured) is saved with the model, not the index: the index is
@@ -27,8 +28,8 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import Tensor
 
+from ..policy import FitPolicy
 from ..utils import limit_threads
-from ._faiss import INDEX
 from ._search import CosineNeighbors, _normalize_rows
 
 __all__ = ["PredictionIndex", "fit_prediction_index"]
@@ -58,8 +59,11 @@ class PredictionIndex:
     ef_search: int
     recall: float
 
-    def build(self, base: Tensor, n_neighbors: int) -> CosineNeighbors:
-        """The index over ``base`` (one thread: the same graph every time)."""
+    def build(
+        self, base: Tensor, n_neighbors: int, policy: FitPolicy | None = None
+    ) -> CosineNeighbors:
+        """The index over ``base`` (one thread: the same graph every time);
+        ``policy`` (None: the defaults) gives what these settings leave out."""
         params = {
             "m": self.m,
             "ef_construction": self.ef_construction,
@@ -72,6 +76,7 @@ class PredictionIndex:
                 dtype=base.dtype,
                 backend="faiss",
                 index_params=params,
+                policy=policy,
             ).fit(base)
 
     def to_config(self) -> dict:
@@ -102,16 +107,22 @@ def fit_prediction_index(
     base: Tensor,
     held_out: Tensor | None,
     n_neighbors: int,
-    target_recall: float,
+    policy: FitPolicy | None = None,
 ) -> tuple[PredictionIndex, CosineNeighbors] | None:
     """Build and calibrate the prediction index over ``base`` (float32 vectors).
 
     ``held_out``: vectors of rows not in ``base`` to calibrate on (None: the
-    rows of ``base``, each without itself). Returns the settings and the
-    fitted index, or None where no efSearch reaches ``target_recall``.
+    rows of ``base``, each without itself). ``policy`` (None: the defaults)
+    gives the target recall (``predict_index_recall``) and the index's
+    settings (``index``). Returns the settings and the fitted index, or None
+    where no efSearch reaches the target.
     """
-    spec = PredictionIndex(INDEX.prediction_m, INDEX.prediction_ef_construction, 1, 0.0)
-    fitted = spec.build(base, n_neighbors)
+    policy = policy or FitPolicy()
+    target_recall = policy.predict_index_recall
+    settings = policy.index
+    m, ef_construction = settings.prediction_m, settings.prediction_ef_construction
+    spec = PredictionIndex(m, ef_construction, 1, 0.0)
+    fitted = spec.build(base, n_neighbors, policy)
     hnsw = fitted.index_
     exclude_self = held_out is None or held_out.shape[0] == 0
     queries = fitted.base_ if exclude_self else _normalized(fitted, held_out)
@@ -123,12 +134,7 @@ def fit_prediction_index(
     if recall < target_recall:
         return None
     hnsw.ef_search = ef_search
-    spec = PredictionIndex(
-        INDEX.prediction_m,
-        INDEX.prediction_ef_construction,
-        int(ef_search),
-        round(recall, 4),
-    )
+    spec = PredictionIndex(m, ef_construction, int(ef_search), round(recall, 4))
     return spec, fitted
 
 

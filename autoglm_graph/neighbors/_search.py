@@ -6,31 +6,49 @@ only the ``k`` best of each row survive, so memory is ``O(chunk * m + n * k)`` a
 ``n x m`` similarity matrix is never materialised.
 
 The tile and its top-k selection (folded into strided buckets, ties to the lower
-column) are :mod:`autoglm_graph._topk`'s. On a CPU in float32 (without a
+column) are :mod:`autoglm_graph.neighbors._topk`'s. On a CPU in float32 (without a
 ``chunk_size``) the same exact search runs in faiss's exhaustive inner-product
 search, whose small blocks stay in cache (0.4-0.8x the time from 5,000 base
 rows or 64 columns), with the same tie rule
-(:func:`~autoglm_graph._topk.faiss_topk`).
+(:func:`~autoglm_graph.neighbors._topk.faiss_topk`).
 
 ``backend="faiss"`` instead searches an approximate HNSW graph index built with
-faiss (see :mod:`autoglm_graph._faiss`), which scales as ``O(m log m)`` rather
-than ``O(n m)``; ``backend="ivf"`` a faiss IVF-flat index (k-means lists), cheap
-to build, for rows searched once
-(:func:`~autoglm_graph.refresh.refresh_backend`: the embedding graph's
+faiss (see :mod:`autoglm_graph.neighbors._faiss`), which scales as
+``O(m log m)`` rather than ``O(n m)``; ``backend="ivf"`` a faiss IVF-flat index
+(k-means lists), cheap to build, for rows searched once
+(:func:`~autoglm_graph.neighbors.refresh.refresh_backend`: the embedding graph's
 refreshes). ``backend="auto"`` picks the exact search for small inputs and on
 CUDA, and :func:`recall_at_k` measures what an approximate graph missed.
+
+Rows are L2-normalised once (a zero row has similarity 0 with every row). The
+search is not differentiable: tensor inputs are detached, so it can run on
+embeddings that require grad (recompute similarities on the edges found if
+they must carry gradients). Memory is ``O(chunk_size * m + n * k)`` (faiss's:
+blocks of 4096 x 1024 similarities per thread); no ``n x m`` matrix is ever
+formed. The faiss backends drop self by position as the exact search does:
+they ask for ``k + 1`` neighbours and remove row ``i`` from row ``i``'s list,
+or the last one where row ``i`` was not returned. Their similarities are
+faiss's float32 inner products, cast to the search's dtype; with more than
+one thread an index (hence its result) may differ slightly between runs. An
+HNSW index without ``ef_search`` answers a sample of up to
+``IndexSettings.calibration_rows`` queries of each kind of search (the indexed
+rows among themselves, or other rows; per number of neighbours) exactly and
+picks the smallest efSearch whose recall@k on them reaches ``target_recall``:
+easy, clustered rows get a small efSearch (fast), hard ones a large one
+(``benchmarks/results/graph_build_approx.md``).
 """
 
 from __future__ import annotations
 
 import hashlib
+from functools import partial
 
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from ..policy import FitPolicy
+from ..policy import FitPolicy, IndexSettings
 from ..utils import check_number
 from ._graph import NeighborGraph
 from ._topk import faiss_topk, fill_topk
@@ -48,7 +66,6 @@ _INDEX_PARAM_KEYS = {
     "faiss": ("m", "ef_construction", "ef_search", "target_recall"),
     "ivf": ("nlist", "nprobe", "target_recall"),
 }
-_DEFAULT = FitPolicy()
 
 
 def cosine_topk(
@@ -84,69 +101,34 @@ def cosine_topk(
         duplicates of a row remain valid neighbours). Requires ``n == m``.
         ``None`` means ``Y is None``.
     chunk_size : int, default=None
-        Query rows per similarity tile of the tiled exact search. ``None``: on
-        a CPU in float32, faiss's exhaustive search with the same tie rule
-        from 5,000 base rows or 64 columns (0.4-0.8x the time;
-        :func:`~autoglm_graph._topk.faiss_topk`), else
-        tiles of about 32 MB on a CPU and 256 MB on a GPU. The result does not
-        depend on it, float rounding aside.
+        Query rows per tile of the tiled exact search; None: ``policy.tiles``'
+        size, or faiss's exhaustive search on a CPU in float32 (module notes).
+        The result does not depend on it, float rounding aside.
     device : str or torch.device, default=None
         Where to compute and return the result. ``None`` means the device of
         ``X`` when it is a tensor, else the CPU.
     dtype : torch.dtype, default=torch.float32
         Floating dtype of the computation and of the returned similarities.
     backend : {"exact", "faiss", "ivf", "auto"}, default="exact"
-        ``"exact"``: the exact search (see ``chunk_size``). ``"faiss"``:
-        approximate search in a faiss HNSW index over the base rows (it runs
-        on the CPU, results are moved to ``device``). ``"ivf"``: approximate
-        search in a faiss IVF-flat index (``sqrt(m)`` k-means lists; each
-        query scans the nearest ones,
-        as many as a sample of the queries needs to reach ``target_recall``,
-        else the search is exact). Cheap to build (a k-means of ``sqrt(m)``
-        centroids), unlike HNSW: for base rows searched once.
-        ``"auto"``: exact on CUDA up to 10M base rows, and on other devices
-        while ``n`` or ``m`` is below 150k (or faiss is missing); faiss
-        otherwise.
+        The exact search; an approximate one in a faiss HNSW index, or in an
+        IVF-flat one (cheap to build: for rows searched once); ``"auto"``:
+        exact on CUDA up to 10M base rows, elsewhere while ``n`` or ``m`` is
+        below 150k (or faiss is missing), HNSW otherwise.
     index_params : dict, default=None
-        Parameters of the IVF backend: ``"nlist"`` (default ``sqrt(m)``),
-        ``"nprobe"`` (default ``None``: calibrated) and ``"target_recall"``
-        (default 0.95). HNSW parameters of the faiss backend, all optional:
-        ``"m"`` (graph degree, default 32), ``"ef_construction"`` (default 80) and
-        ``"ef_search"`` (default ``None``: calibrated, see below) and
-        ``"target_recall"`` (default 0.95). Without ``ef_search``, the first
-        search of each kind (the indexed rows among themselves, or other rows;
-        per number of neighbours) answers a sample of up to 1,000 of its query
-        rows exactly and picks the smallest efSearch whose recall@k on them
-        reaches ``target_recall``: easy, clustered rows get a small efSearch
-        (fast), hard ones a large one (see
-        ``benchmarks/results/graph_build_approx.md``).
-        Ignored by the exact search.
+        HNSW's ``"m"``, ``"ef_construction"``, ``"ef_search"`` (None:
+        calibrated to ``"target_recall"``) and ``"target_recall"``, or IVF's
+        ``"nlist"``, ``"nprobe"`` and ``"target_recall"``; the rest from
+        ``policy.index``.
     policy : FitPolicy, default=None
-        The thresholds of ``"auto"`` (``auto_faiss_min_rows``,
-        ``auto_cuda_exact_max_rows``) and of faiss's exact search
-        (``faiss_exact_min_rows``, ``faiss_exact_min_dim``); None: the defaults.
+        The thresholds of ``"auto"`` and of faiss's exact search, the
+        indexes' ``index`` and the tiles' ``tiles``; None: the defaults.
 
     Returns
     -------
     NeighborGraph
-        Neighbour indices into ``Y`` (or ``X``), sorted by similarity descending,
-        their similarities and the threshold mask, each of shape ``(n, k)``.
-        The faiss backend may find fewer than ``k`` neighbours for a row: such
-        slots hold index -1, similarity ``-inf`` and mask ``False``.
-
-    Notes
-    -----
-    Rows are L2-normalised once (a zero row has similarity 0 with every row).
-    The search is not differentiable: tensor inputs are detached, so it can run
-    on embeddings that require grad (recompute similarities on the edges found
-    if they must carry gradients).
-    Memory is ``O(chunk_size * m + n * k)`` (faiss's: blocks of 4096 x 1024
-    similarities per thread); no ``n x m`` matrix is ever formed.
-    The faiss backend drops self by position as the exact search does: it asks
-    for ``k + 1`` neighbours and removes row ``i`` from row ``i``'s list, or the
-    last one where row ``i`` was not returned. Its similarities are faiss's
-    float32 inner products, cast to ``dtype``; with more than one thread its
-    index (hence its result) may differ slightly between runs.
+        Indices into ``Y`` (or ``X``) sorted by similarity descending, their
+        similarities and the threshold mask, each ``(n, k)``; where an
+        approximate search found fewer, index -1, ``-inf`` and mask False.
 
     Examples
     --------
@@ -158,25 +140,25 @@ def cosine_topk(
     """
     _check_search_params(n_neighbors, threshold, chunk_size)
     _check_backend(backend, index_params)
+    Xn, Yn = _query_and_base_rows(X, Y, device, dtype)
+    exclude_self = Y is None if exclude_self is None else bool(exclude_self)
+    policy = policy or FitPolicy()
+    kind = _resolve_backend(backend, Xn.shape[0], Yn.shape[0], Xn.device, policy)
+    params = None if kind == "exact" else (index_params or {})
+    search = partial(_search, index_params=params, index_kind=kind, policy=policy)
+    return search(Xn, Yn, n_neighbors, threshold, exclude_self, chunk_size)
+
+
+def _query_and_base_rows(
+    X: object, Y: object, device: str | torch.device | None, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``X`` and ``Y`` (None: ``X``) checked and L2-normalised, in ``dtype`` on
+    the search's device (:func:`_resolve_device`)."""
     device = _resolve_device(X, device)
     _check_dtype(dtype)
     Xn = _normalize_rows(_as_matrix(X, "X", device, dtype))
     Yn = Xn if Y is None else _normalize_rows(_as_matrix(Y, "Y", device, dtype))
-    if exclude_self is None:
-        exclude_self = Y is None
-    policy = policy or _DEFAULT
-    backend = _resolve_backend(backend, Xn.shape[0], Yn.shape[0], device, policy)
-    return _search(
-        Xn,
-        Yn,
-        n_neighbors,
-        threshold,
-        bool(exclude_self),
-        chunk_size,
-        index_params=None if backend == "exact" else (index_params or {}),
-        index_kind=backend,
-        policy=policy,
-    )
+    return Xn, Yn
 
 
 def recall_at_k(approx: NeighborGraph, exact: NeighborGraph) -> float:
@@ -276,7 +258,7 @@ class NeighborCache:
         self.max_entries = max_entries
         self.backend = backend
         self.index_params = index_params
-        self.policy = policy or _DEFAULT
+        self.policy = policy or FitPolicy()
         self.n_searches = 0
         self._entries: dict = {}
         self._indexes: dict = {}
@@ -446,11 +428,13 @@ class CosineNeighbors(BaseEstimator):
         self.n_samples_fit_, self.n_features_in_ = (int(s) for s in self.base_.shape)
         m = self.n_samples_fit_
         # The index serves every later query set, so only m decides.
-        policy = self.policy or _DEFAULT
+        policy = self.policy or FitPolicy()
         self.backend_ = _resolve_backend(self.backend, m, m, device, policy)
         self.index_ = None
         if self.backend_ != "exact" and m > 0:
-            self.index_ = _build_index(self.base_, self.index_params, self.backend_)
+            self.index_ = _build_index(
+                self.base_, self.index_params, self.backend_, policy.index
+            )
         return self
 
     def kneighbors(
@@ -495,7 +479,7 @@ class CosineNeighbors(BaseEstimator):
             exclude_self,
             self.chunk_size,
             index=self.index_,
-            policy=self.policy or _DEFAULT,
+            policy=self.policy or FitPolicy(),
         )
 
 
@@ -565,7 +549,7 @@ def _check_backend(backend: object, index_params: object) -> None:
 
 
 def _resolve_backend(
-    backend: str, n: int, m: int, device: torch.device, policy: FitPolicy = _DEFAULT
+    backend: str, n: int, m: int, device: torch.device, policy: FitPolicy
 ) -> str:
     """``"exact"`` or ``"faiss"`` for ``n`` query rows among ``m`` base rows
     (``"exact"``, ``"faiss"`` and ``"ivf"`` stay as they are)."""
@@ -583,13 +567,14 @@ def _resolve_backend(
 
 
 def _build_index(
-    Yn: torch.Tensor, index_params: dict | None, kind: str = "faiss"
+    Yn: torch.Tensor, index_params: dict | None, kind: str, settings: IndexSettings
 ) -> object:
-    """A faiss index over the normalised rows ``Yn``: HNSW, or IVF (``"ivf"``)."""
+    """A faiss index over the normalised rows ``Yn``: HNSW (``"faiss"``), or
+    IVF (``"ivf"``); what ``index_params`` leaves out is ``settings``'."""
     from . import _faiss  # lazily: faiss is optional
 
     index_class = _faiss.IVFIndex if kind == "ivf" else _faiss.HNSWIndex
-    return index_class(Yn, **(index_params or {}))
+    return index_class(Yn, settings, **(index_params or {}))
 
 
 def _resolve_device(X: object, device: str | torch.device | None) -> torch.device:
@@ -635,7 +620,7 @@ def _normalize_rows(A: torch.Tensor) -> torch.Tensor:
 def _faiss_exact(
     Xn: torch.Tensor, Yn: torch.Tensor, chunk_size: int | None, policy: FitPolicy
 ) -> bool:
-    """Whether an exact search runs in faiss (:func:`~autoglm_graph._topk.faiss_topk`):
+    """Whether an exact search runs in faiss (:func:`~._topk.faiss_topk`):
     float32 rows on a CPU, no ``chunk_size`` asked for, enough base rows or
     columns for it to pay, faiss installed."""
     if Xn.device.type != "cpu" or Xn.dtype != torch.float32 or chunk_size is not None:
@@ -659,7 +644,7 @@ def _search(
     index_params: dict | None = None,
     index: object | None = None,
     index_kind: str = "faiss",
-    policy: FitPolicy = _DEFAULT,
+    policy: FitPolicy,
 ) -> NeighborGraph:
     """Top-k of normalised rows ``Xn`` among normalised ``Yn``.
 
@@ -683,13 +668,16 @@ def _search(
     indices = torch.empty((n, k), dtype=torch.int64, device=Xn.device)
     if n > 0 and k > 0:
         if index is None and index_params is not None:
-            index = _build_index(Yn, index_params, index_kind)
+            index = _build_index(Yn, index_params, index_kind, policy.index)
         found = None if index is None else index.search(Xn, k, exclude_self)
         if found is None:  # exact, or an IVF index that would miss too much
+            tiles = policy.tiles
             if _faiss_exact(Xn, Yn, chunk_size, policy):
-                faiss_topk(Xn, Yn, k, exclude_self, similarities, indices)
+                faiss_topk(Xn, Yn, k, exclude_self, similarities, indices, tiles)
             else:
-                fill_topk(Xn, Yn, k, exclude_self, chunk_size, similarities, indices)
+                fill_topk(
+                    Xn, Yn, k, exclude_self, chunk_size, similarities, indices, tiles
+                )
         else:
             similarities, indices = found
     # Approximate search may find fewer than k rows; those slots hold index -1.

@@ -20,68 +20,24 @@ result kept in a heap while its block is in cache), with the same tie rule.
 On a CPU it takes 0.73-0.81x the time of the tiled search at 16.7k base rows
 and 0.38-0.51x at 90k (d = 8-64, k = 16, one thread), but more below 5,000 rows
 unless d >= 64 (``benchmarks/results/exact_search.md``); it is what a CPU
-search uses there unless a ``chunk_size`` is given (``graph._faiss_exact``).
+search uses there unless a ``chunk_size`` is given (``_search._faiss_exact``).
+
+Both take the tiles' settings (:class:`~autoglm_graph.policy.TileSettings`,
+``FitPolicy.tiles``): the search's time and memory, never its result.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-__all__ = ["TILES", "TileSettings", "faiss_topk", "fill_topk"]
+from ..policy import TileSettings
+
+__all__ = ["faiss_topk", "fill_topk"]
 
 
-@dataclass(frozen=True)
-class TileSettings:
-    """How the exact search tiles and folds its similarity matrix.
-
-    Defaults measured on a 2-core CPU (d = 32, k = 16) and an H200
-    (``docs/decisions/neighbor_search.md``). The results do not depend on
-    them, only the time and the memory.
-
-    Attributes
-    ----------
-    n_slabs : int, default=8
-        Slabs a row is folded into by one step of the bucket pre-selection (8
-        beat 16 by ~10 % at 10k rows and tied at 50k; 24 and 32 were slower).
-    min_row_factor : int, default=8
-        Fold a row only while it is at least this many times ``k * n_slabs``
-        long.
-    cpu_tile_bytes : int, default=32 MiB
-        Target size of one tile on a CPU (16-32 MB were the fastest; 4 MB and
-        64-256 MB 10-40 % slower: the tile leaves the cache).
-    other_tile_bytes : int, default=64 MiB
-        Target size of one tile on a device that is neither a CPU nor CUDA.
-    cuda_free_share : int, default=4
-        On CUDA a tile takes at most 1 / ``cuda_free_share`` of the free memory
-        (the folds, the tie re-ranks and the caller's tensors need the rest).
-    cuda_max_tile_bytes : int, default=8 GiB
-        And at most this many bytes.
-    faiss_tie_margin : int, default=8
-        Results asked of faiss beyond the ``k`` kept: faiss does not choose
-        among rows tied at the k-th value by their index, so a row whose tie
-        reaches its last result is searched again by :func:`fill_topk`.
-    product_rows : int, default=8192
-        Query rows per block of :func:`_row_products` (its gather is ``[rows,
-        width, d]``: 8192 x 25 x 64 floats are 52 MB).
-    """
-
-    n_slabs: int = 8
-    min_row_factor: int = 8
-    cpu_tile_bytes: int = 32 * 2**20
-    other_tile_bytes: int = 64 * 2**20
-    cuda_free_share: int = 4
-    cuda_max_tile_bytes: int = 8 * 2**30
-    faiss_tie_margin: int = 8
-    product_rows: int = 8192
-
-
-#: The settings of every search (one object, so that the tiles of a search
-#: and of its tie re-ranks agree).
-TILES = TileSettings()
 #: Similarities closer than this may be one tie that faiss's rounding split
 #: (it differs in the last bit or two, 1.2e-7 near 1).
 _FAISS_TIE_TOLERANCE = 1e-6
@@ -95,14 +51,15 @@ def fill_topk(
     chunk_size: int | None,
     similarities: torch.Tensor,
     indices: torch.Tensor,
+    tiles: TileSettings,
 ) -> None:
     """Write the top-k of every query row into ``similarities`` and ``indices``."""
     n, m = Xn.shape[0], Yn.shape[0]
-    n_folds = _n_folds(m, k)
+    n_folds = _n_folds(m, k, tiles)
     # Pad the tile width so that every fold divides it exactly.
-    width = TILES.n_slabs**n_folds * math.ceil(m / TILES.n_slabs**n_folds)
+    width = tiles.n_slabs**n_folds * math.ceil(m / tiles.n_slabs**n_folds)
     if chunk_size is None:
-        chunk_size = _auto_chunk_size(width, Xn.element_size(), Xn.device)
+        chunk_size = _auto_chunk_size(width, Xn.element_size(), Xn.device, tiles)
     chunk_size = min(chunk_size, n)
     # One tile for all chunks; the padding columns past m stay -inf throughout.
     tile_buffer = torch.empty((chunk_size, width), dtype=Xn.dtype, device=Xn.device)
@@ -115,7 +72,7 @@ def fill_topk(
         if exclude_self:
             # Query row start + i is base row start + i: entry (i, start + i).
             tile.diagonal(start).fill_(-math.inf)
-        values, columns = _folded_topk(tile, k, n_folds)
+        values, columns = _folded_topk(tile, k, n_folds, tiles.n_slabs)
         similarities[start:stop] = values
         indices[start:stop] = columns
 
@@ -127,6 +84,7 @@ def faiss_topk(
     exclude_self: bool,
     similarities: torch.Tensor,
     indices: torch.Tensor,
+    tiles: TileSettings,
 ) -> None:
     """:func:`fill_topk`'s result (``chunk_size=None``) from faiss's exact search.
 
@@ -143,7 +101,7 @@ def faiss_topk(
     faiss = import_faiss()
     m = Yn.shape[0]
     own = int(exclude_self)
-    width = min(m, k + own + TILES.faiss_tie_margin)
+    width = min(m, k + own + tiles.faiss_tie_margin)
     with _faiss_threads(faiss):
         found, ids = faiss.knn(
             _as_faiss_array(Xn), _as_faiss_array(Yn), width, faiss.METRIC_INNER_PRODUCT
@@ -159,7 +117,7 @@ def faiss_topk(
     close = (values[:, :-1] - values[:, 1:] <= _FAISS_TIE_TOLERANCE).any(dim=1)
     close = torch.nonzero(close).flatten()
     if close.numel():
-        again = _row_products(Xn[close], Yn, columns[close])
+        again = _row_products(Xn[close], Yn, columns[close], tiles.product_rows)
         values[close], columns[close] = _sorted_by_value_then_column(
             again, columns[close], again.shape[1]
         )
@@ -171,7 +129,9 @@ def faiss_topk(
     if open_rows.numel():
         sub_values = torch.empty((open_rows.numel(), k + own), dtype=Xn.dtype)
         sub_columns = torch.empty((open_rows.numel(), k + own), dtype=torch.int64)
-        fill_topk(Xn[open_rows], Yn, k + own, False, None, sub_values, sub_columns)
+        fill_topk(
+            Xn[open_rows], Yn, k + own, False, None, sub_values, sub_columns, tiles
+        )
         if exclude_self:
             kept = drop_self(
                 sub_values.numpy(), sub_columns.numpy(), k, open_rows.numpy()
@@ -181,30 +141,35 @@ def faiss_topk(
         indices[open_rows] = sub_columns
 
 
-def _row_products(Xn: torch.Tensor, Yn: torch.Tensor, columns: torch.Tensor) -> Tensor:
+def _row_products(
+    Xn: torch.Tensor, Yn: torch.Tensor, columns: torch.Tensor, block_rows: int
+) -> Tensor:
     """``values[i, j] = Xn[i] . Yn[columns[i, j]]``, each as the same
-    contiguous reduction, so that equal base rows give equal values."""
+    contiguous reduction, so that equal base rows give equal values
+    (``block_rows`` query rows at a time: ``TileSettings.product_rows``)."""
     values = torch.empty(columns.shape, dtype=Xn.dtype)
-    for start in range(0, columns.shape[0], TILES.product_rows):
-        block = slice(start, start + TILES.product_rows)
+    for start in range(0, columns.shape[0], block_rows):
+        block = slice(start, start + block_rows)
         picked = Yn[columns[block]]  # [rows, width, d]
         values[block] = (picked * Xn[block].unsqueeze(1)).sum(dim=-1)
     return values
 
 
-def _n_folds(m: int, k: int) -> int:
+def _n_folds(m: int, k: int, tiles: TileSettings) -> int:
     """How many times a row of length ``m`` is folded before the plain top-k.
 
     A fold pays off while the row is much longer than the ``k * n_slabs``
     candidates it leaves.
     """
     n_folds, length = 0, m
-    while length >= TILES.min_row_factor * TILES.n_slabs * k:
-        n_folds, length = n_folds + 1, math.ceil(length / TILES.n_slabs)
+    while length >= tiles.min_row_factor * tiles.n_slabs * k:
+        n_folds, length = n_folds + 1, math.ceil(length / tiles.n_slabs)
     return n_folds
 
 
-def _auto_chunk_size(width: int, itemsize: int, device: torch.device) -> int:
+def _auto_chunk_size(
+    width: int, itemsize: int, device: torch.device, tiles: TileSettings
+) -> int:
     """Query rows per tile so that one tile is about the device's target size.
 
     On CUDA the target is a share of the device's free memory: a tile's
@@ -214,16 +179,20 @@ def _auto_chunk_size(width: int, itemsize: int, device: torch.device) -> int:
     """
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
-        target = min(free // TILES.cuda_free_share, TILES.cuda_max_tile_bytes)
+        target = min(free // tiles.cuda_free_share, tiles.cuda_max_tile_bytes)
     elif device.type == "cpu":
-        target = TILES.cpu_tile_bytes
+        target = tiles.cpu_tile_bytes
     else:
-        target = TILES.other_tile_bytes
+        target = tiles.other_tile_bytes
     return max(1, target // (width * itemsize))
 
 
 def _folded_topk(
-    tile: torch.Tensor, k: int, n_folds: int, lower_column_first: bool = True
+    tile: torch.Tensor,
+    k: int,
+    n_folds: int,
+    n_slabs: int,
+    lower_column_first: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Sorted top-k values and columns of each row of ``tile``; equal values are
     ordered (and chosen, at the k-th) by the lower column.
@@ -252,14 +221,13 @@ def _folded_topk(
                 values[tied], columns[tied] = _topk_lower_column_first(tile[tied], k)
         return values, columns
     rows, width = tile.shape
-    n_slabs = TILES.n_slabs
     slab = width // n_slabs
     slabs = tile.view(rows, n_slabs, slab)  # bucket j = column j of every slab
     maxima = slabs.amax(dim=1)
     # Which bucket wins a tie does not matter: the check below catches a miss.
     # The (k+1)-th bucket maximum reaches the k-th value only through a tie.
     bucket_maxima, buckets = _folded_topk(
-        maxima, k + 1, n_folds - 1, lower_column_first=False
+        maxima, k + 1, n_folds - 1, n_slabs, lower_column_first=False
     )
     buckets = buckets[:, :k].contiguous()
     candidates = slabs.gather(2, buckets.unsqueeze(1).expand(rows, n_slabs, k))

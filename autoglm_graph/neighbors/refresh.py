@@ -28,25 +28,20 @@ from ._search import (
 
 __all__ = ["distinct_rows", "refresh_backend", "refresh_graphs"]
 
-_DEFAULT = FitPolicy()
-
 
 def refresh_backend(
-    backend: str,
-    n: int,
-    device: torch.device,
-    min_rows: int = _DEFAULT.refresh_ivf_min_rows,
+    backend: str, n: int, device: torch.device, policy: FitPolicy | None = None
 ) -> str:
     """The backend of a search of ``n`` rows among themselves whose index would
     serve that search only (an embedding-graph refresh).
 
-    ``"auto"`` becomes ``"ivf"`` on a CPU from ``min_rows`` rows
-    (``FitPolicy.refresh_ivf_min_rows``) when faiss is installed: an HNSW
-    index costs more to build than the exact search, an IVF index a fraction
-    of it. Other backends stay as they
-    are (``"exact"`` keeps refreshes exact).
+    ``"auto"`` becomes ``"ivf"`` on a CPU from ``policy.refresh_ivf_min_rows``
+    rows (None: the default policy) when faiss is installed: an HNSW index
+    costs more to build than the exact search, an IVF index a fraction of it.
+    Other backends stay as they are (``"exact"`` keeps refreshes exact).
     """
-    if backend != "auto" or device.type != "cpu" or n < min_rows:
+    policy = policy or FitPolicy()
+    if backend != "auto" or device.type != "cpu" or n < policy.refresh_ivf_min_rows:
         return backend
     from . import _faiss
 
@@ -86,7 +81,7 @@ def refresh_graphs(
     """
     _check_search_params(n_neighbors, threshold, None)
     _check_backend(backend, None)
-    policy = policy or _DEFAULT
+    policy = policy or FitPolicy()
     device = base.device
     Bn = _normalize_rows(_as_matrix(base, "base", device, torch.float32))
     Qn = None
@@ -97,9 +92,11 @@ def refresh_graphs(
         if distinct is not None:
             return distinct
     m = Bn.shape[0]
-    kind = refresh_backend(backend, m, device, policy.refresh_ivf_min_rows)
+    kind = refresh_backend(backend, m, device, policy)
     kind = _resolve_backend(kind, m, m, device, policy)
-    index = None if kind == "exact" or m < 2 else _build_index(Bn, {}, kind)
+    index = None
+    if kind != "exact" and m >= 2:
+        index = _build_index(Bn, {}, kind, policy.index)
     search = partial(_search, index=index, policy=policy)
     train = search(Bn, Bn, n_neighbors, threshold, True, None)
     if Qn is None:
@@ -128,7 +125,7 @@ def _refresh_distinct(
     refresh of ``tuna`` (and of ``cps1988``) cost 13 % (20 %) of the fit.
     """
     m = Bn.shape[0]
-    found = distinct_rows(Bn, max_share=policy.refresh_distinct_max_share)
+    found = distinct_rows(Bn, policy)
     if found is None:
         return None
     first, inverse = found
@@ -138,11 +135,11 @@ def _refresh_distinct(
     device = Bn.device
     k = min(n_neighbors, m - 1)
     # The distinct vectors' own neighbours (exact: ties to the lower vector).
-    kind = refresh_backend(backend, n_distinct, device, policy.refresh_ivf_min_rows)
+    kind = refresh_backend(backend, n_distinct, device, policy)
     kind = _resolve_backend(kind, n_distinct, n_distinct, device, policy)
-    index = (
-        None if kind == "exact" or n_distinct < 2 else _build_index(distinct, {}, kind)
-    )
+    index = None
+    if kind != "exact" and n_distinct >= 2:
+        index = _build_index(distinct, {}, kind, policy.index)
     width = min(k, n_distinct - 1)
     search = partial(_search, index=index, policy=policy)
     near = search(distinct, distinct, width, None, True, None)
@@ -190,13 +187,14 @@ def _refresh_distinct(
 
 
 def distinct_rows(
-    rows: torch.Tensor, max_share: float = _DEFAULT.refresh_distinct_max_share
+    rows: torch.Tensor, policy: FitPolicy | None = None
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
     """``(first, inverse)``: the first row of each distinct value of ``rows``
     (in the order of ``torch.unique``) and each row's position among them;
-    None when more than ``max_share`` of the rows are distinct
-    (``FitPolicy.refresh_distinct_max_share``: then sharing work between
-    copies saves little)."""
+    None when more than ``policy.refresh_distinct_max_share`` of the rows are
+    distinct (then sharing work between copies saves little; None: the
+    default policy)."""
+    max_share = (policy or FitPolicy()).refresh_distinct_max_share
     n = rows.shape[0]
     if n == 0 or _distinct_lower_bound(rows) > max_share * n:
         return None

@@ -49,13 +49,14 @@ def net_config(net: GraphGLMNet) -> dict:
     return dataclasses.asdict(NetConfig.of(net))
 
 
-def build_net(spec: dict) -> GraphGLMNet:
-    """A network from :func:`net_config`'s dictionary (weights to be loaded).
+def build_net(spec: dict, policy: FitPolicy | None = None) -> GraphGLMNet:
+    """A network from :func:`net_config`'s dictionary (weights to be loaded),
+    reading ``policy`` (the fit's; None: the defaults).
 
     Building draws initial weights: the caller's torch RNG is left intact.
     """
     with torch.random.fork_rng(devices=[]):
-        return NetConfig(**spec).build()
+        return NetConfig(**spec).build(policy=policy)
 
 
 def fitted_tensor(*shape: str | int, numpy: bool = False) -> dict:
@@ -114,6 +115,12 @@ class FittedNetwork:
     def device(self) -> torch.device:
         return self.rows.context.device
 
+    @property
+    def policy(self) -> FitPolicy:
+        """The fit's rules, which the network was built with: the prediction
+        search's too (the thresholds of ``"auto"``, the indexes, the tiles)."""
+        return self.net.policy
+
     def base_vectors(self) -> Tensor:
         """The training rows' vectors in the graph's space."""
         if self.graph.space == "input":
@@ -129,13 +136,16 @@ class FittedNetwork:
         base = self.base_vectors()
         if self.index is None or self.index[0] is not base:
             if self.prediction_index is not None:
-                index = self.prediction_index.build(base, self.graph.n_neighbors)
+                index = self.prediction_index.build(
+                    base, self.graph.n_neighbors, self.policy
+                )
             else:
                 index = CosineNeighbors(
                     self.graph.n_neighbors,
                     device=base.device,
                     dtype=base.dtype,
                     backend=self.graph.backend,
+                    policy=self.policy,
                 ).fit(base)
             self.index = (base, index)
         graph = self.index[1].kneighbors(queries, self.graph.n_neighbors)
@@ -150,18 +160,19 @@ class FittedNetwork:
 
     @torch.no_grad()
     def fit_prediction_index(
-        self, held_out: Tensor | None, policy: FitPolicy
+        self, held_out: Tensor | None, policy: FitPolicy | None = None
     ) -> PredictionIndex | None:
         """Build the prediction index at the end of a fit, where it pays.
 
         Under ``graph_backend="auto"`` on a CPU with faiss installed, from
-        ``policy.predict_index_min_rows`` training rows and unless the fit
-        handed over an index; ``held_out`` (rows' context, e.g. the
-        validation rows) calibrates it (see
-        :mod:`autoglm_graph._prediction_index`).
+        ``policy.predict_index_min_rows`` training rows (None: the network's
+        :attr:`policy`) and unless the fit handed over an index; ``held_out``
+        (rows' context, e.g. the validation rows) calibrates it (see
+        :mod:`autoglm_graph.neighbors._prediction_index`).
         """
         from ..neighbors import faiss_available
 
+        policy = policy or self.policy
         base = self.base_vectors()
         if (
             self.graph.backend != "auto"
@@ -176,7 +187,7 @@ class FittedNetwork:
             base.float(),
             None if queries is None else queries.float(),
             self.graph.n_neighbors,
-            policy.predict_index_recall,
+            policy,
         )
         if found is not None:
             self.prediction_index, index = found
@@ -223,6 +234,7 @@ class FittedNetwork:
             device=vectors.device,
             dtype=vectors.dtype,
             backend=self.graph.backend,
+            policy=self.policy,
         )
         return graph.without_own_group(self.rows.group)
 
@@ -233,7 +245,7 @@ class FittedNetwork:
         if device == self.device:
             return self
         config, tensors = self.state()
-        return FittedNetwork.from_state(config, tensors, device)
+        return FittedNetwork.from_state(config, tensors, device, self.policy)
 
     # ------------------------------------------------------------------ state
     def state(self) -> tuple[dict, dict[str, Tensor]]:
@@ -288,13 +300,17 @@ class FittedNetwork:
         config: dict,
         tensors: dict[str, Tensor],
         device: torch.device | str = "cpu",
+        policy: FitPolicy | None = None,
     ) -> FittedNetwork:
         """The fitted network of :meth:`state`'s output, on ``device``.
 
         ``config`` and ``tensors`` are trusted here: :mod:`autoglm_graph.io`
-        checks a file's against :meth:`expected_shapes` first.
+        checks a file's against :meth:`expected_shapes` first. ``policy`` is
+        the fit's (the estimator's ``fit_policy``; None: the defaults): the
+        network reads it (:class:`~autoglm_graph.network.modules.GraphGLMNet`),
+        and so does prediction's search.
         """
-        net = build_net(config["net"])
+        net = build_net(config["net"], policy)
         prefix = "network."
         state = {
             k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)
@@ -385,10 +401,12 @@ class FittedNetwork:
         # As skorch does: tensors travel on the CPU, and the unpickler maps
         # them to a device it has (the estimator's __setstate__).
         config, tensors = self.state()
-        return {"config": config, "tensors": tensors}
+        return {"config": config, "tensors": tensors, "policy": self.policy}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        restored = FittedNetwork.from_state(state["config"], state["tensors"])
+        restored = FittedNetwork.from_state(
+            state["config"], state["tensors"], policy=state.get("policy")
+        )
         self.__dict__.update(restored.__dict__)
 
 

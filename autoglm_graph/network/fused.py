@@ -57,8 +57,6 @@ from ._random import dropout
 
 __all__ = ["FixedDegreeAdjacency", "fixed_degree_gat"]
 
-_DEFAULT = FitPolicy()
-
 
 class FixedDegreeAdjacency:
     """A :class:`NeighborGraph` prepared for :func:`fixed_degree_gat`.
@@ -69,10 +67,11 @@ class FixedDegreeAdjacency:
         ``[n_dst, k]`` neighbours; ``graph.indices`` index the source rows.
     n_src : int
         Number of source rows.
-    all_heads_max_src_rows : int, default=60_000
+    all_heads_max_src_rows : int, default=None
         Source rows below which the attention aggregates all heads in one
         sparse product, one product per head from there
-        (:attr:`~autoglm_graph.policy.FitPolicy.all_heads_max_src_rows`).
+        (:attr:`~autoglm_graph.policy.FitPolicy.all_heads_max_src_rows`;
+        None: the default policy's).
 
     Notes
     -----
@@ -84,8 +83,10 @@ class FixedDegreeAdjacency:
         self,
         graph: NeighborGraph,
         n_src: int,
-        all_heads_max_src_rows: int = _DEFAULT.all_heads_max_src_rows,
+        all_heads_max_src_rows: int | None = None,
     ) -> None:
+        if all_heads_max_src_rows is None:
+            all_heads_max_src_rows = FitPolicy().all_heads_max_src_rows
         self.mask = graph.mask
         #: Every neighbour is real (no threshold cut, no padding): the
         #: attention skips its masking (3 % of a training step in the

@@ -38,8 +38,6 @@ CONVS = {"gat": GATConv, "gatv2": GATv2Conv}
 # Message-passing implementations (MESSAGE_PASSING, defined with the checks of
 # the parameters): the fixed-degree fast path exists for GAT.
 
-_DEFAULT = FitPolicy()
-
 
 class EdgeListAdjacency:
     """A :class:`NeighborGraph` as torch_geometric's edge list (the reference path).
@@ -134,15 +132,20 @@ class NetConfig:
         """The configuration ``net`` was built from."""
         return cls(**{f.name: getattr(net, f.name) for f in fields(cls)})
 
-    def build(self, seed: int | None = None) -> GraphGLMNet:
+    def build(
+        self, seed: int | None = None, policy: FitPolicy | None = None
+    ) -> GraphGLMNet:
         """A new network, initial weights drawn from torch's global generator.
 
         With ``seed``, the weights are those of ``torch.manual_seed(seed)``,
         the global generator is left as it was, and the network's
         ``generator`` (its dropout masks, see :mod:`autoglm_graph._random`)
-        continues that seed's stream: a fit owns its randomness.
+        continues that seed's stream: a fit owns its randomness. ``policy``
+        is the fit's (None: the defaults), which the network reads
+        (:class:`GraphGLMNet`).
         """
         kwargs = asdict(self)
+        kwargs["policy"] = policy
         n_in, n_out = kwargs.pop("in_channels"), kwargs.pop("out_channels")
         if seed is None:
             with BUILD_LOCK:
@@ -193,6 +196,13 @@ class GraphGLMNet(nn.Module):
         (:mod:`autoglm_graph.fused`, GAT only) with the layer's own weights,
         ``"pyg"`` the torch_geometric layer itself; ``"auto"`` is the fast path
         where it exists.
+    policy : FitPolicy or None
+        The rules of the fit the network reads (None: the defaults):
+        ``checkpoint_min_rows``, the rows from which training passes
+        recompute the encoder's, the layers' and the head's activations in the
+        backward pass, and ``all_heads_max_src_rows``, the source rows below
+        which the fused attention aggregates all heads in one product
+        (:class:`~autoglm_graph.network.fused.FixedDegreeAdjacency`).
 
     Shapes
     ------
@@ -214,6 +224,7 @@ class GraphGLMNet(nn.Module):
         dropout: float = 0.0,
         conv: str = "gat",
         message_passing: str = "auto",
+        policy: FitPolicy | None = None,
     ) -> None:
         super().__init__()
         self.in_channels = in_channels
@@ -226,13 +237,9 @@ class GraphGLMNet(nn.Module):
         self.conv = conv
         self.message_passing = message_passing
         self.fused = message_passing != "pyg" and conv == "gat"
-        #: Row count from which training passes checkpoint the encoder, graph
-        #: layers and head (``None``: never); see
-        #: :attr:`~autoglm_graph.policy.FitPolicy.checkpoint_min_rows`.
-        self.checkpoint_rows: int | None = _DEFAULT.checkpoint_min_rows
-        #: Source rows below which the fused attention aggregates all heads
-        #: in one product (:class:`~autoglm_graph.fused.FixedDegreeAdjacency`).
-        self.all_heads_max_src_rows: int = _DEFAULT.all_heads_max_src_rows
+        #: The fit's rules (saved with the model as the estimator's
+        #: ``fit_policy``; a loaded network gets them back).
+        self.policy = policy or FitPolicy()
         if message_passing == "fused" and conv != "gat":
             raise ValueError(
                 "message_passing='fused' exists for conv='gat' only; got "
@@ -283,7 +290,9 @@ class GraphGLMNet(nn.Module):
     def adjacency(self, graph: NeighborGraph, n_src: int):
         """``graph`` prepared for this network's layers (build once, reuse)."""
         if self.fused:
-            return FixedDegreeAdjacency(graph, n_src, self.all_heads_max_src_rows)
+            return FixedDegreeAdjacency(
+                graph, n_src, self.policy.all_heads_max_src_rows
+            )
         return EdgeListAdjacency(graph)
 
     def encode(self, context: Tensor) -> Tensor:
@@ -363,10 +372,11 @@ class GraphGLMNet(nn.Module):
         return self._transductive(context, targets, adjacency, z, head=False)
 
     def _transductive(self, context, targets, adjacency, z, head: bool):
+        min_rows = self.policy.checkpoint_min_rows
         recompute = (
             torch.is_grad_enabled()
-            and self.checkpoint_rows is not None
-            and context.shape[0] >= self.checkpoint_rows
+            and min_rows is not None
+            and context.shape[0] >= min_rows
         )
 
         def run(function, *args):

@@ -2,7 +2,7 @@
 
 :class:`EpochSelector` tracks the best epoch against the global GLM (the
 one-standard-error rule of :func:`paired_gain`); :class:`EarlyStopping` is the
-callback that ends a fit. Its rules' defaults are
+callback that ends a fit. Its rules are a
 :class:`~autoglm_graph.policy.FitPolicy`'s.
 """
 
@@ -15,8 +15,6 @@ from ..policy import FitPolicy
 from .rows import FittedGraphState, weighted_mean
 
 __all__ = ["EarlyStopping", "EpochSelector", "paired_gain"]
-
-_DEFAULT = FitPolicy()
 
 
 class EpochSelector:
@@ -84,54 +82,59 @@ def paired_gain(baseline: Tensor, candidate: Tensor, weight: Tensor) -> tuple:
 
 
 class EarlyStopping:
-    """Stop when validation deviance has not improved for ``patience`` epochs.
+    """Stop when validation deviance has not improved for ``n_iter_no_change``
+    epochs (the patience).
 
     An improvement must beat the best value by ``tol`` (relative). The count
     starts from the global GLM's validation deviance (epoch 0 of the history),
     and until the best epoch beats it by more than one standard error (the
     trainer's ``selector``, the rule that keeps a network at the end),
-    training stops after ``screening`` epochs without improvement
-    (``screening_below_glm`` once the best epoch is below the GLM) as soon as
-    the validation deviance does not fall: a network that cannot beat the GLM
-    is found out in a few epochs, while one that is clearly ahead, or closing
-    in, gets the full patience. A refresh of the graphs that raises the
-    validation deviance by more than ``refresh_jump_stop``, and by more
+    training stops after ``screening_epochs`` epochs without improvement
+    (``screening_epochs_below_glm`` once the best epoch is below the GLM) as
+    soon as the validation deviance does not fall: a network that cannot beat
+    the GLM is found out in a few epochs, while one that is clearly ahead, or
+    closing in, gets the full patience. A refresh of the graphs that raises
+    the validation deviance by more than ``refresh_jump_stop``, and by more
     than the best value fell over the ``refresh_gain_epochs`` epochs
     before, ends training when the patience would run out before the next
     refresh. A network that has beaten the GLM stops as soon as its best
-    epoch of the last ``patience`` epochs beats the best epoch before them by
-    no more than ``stall_standard_errors`` standard errors (paired over
-    the validation rows; the trainer's ``selector`` holds their deviances).
-    A network that has beaten the GLM and whose validation deviance has
-    fallen for ``recovery_epochs`` epochs in a row is not stopped by the
-    patience, nor by the stall, until it stops falling. The best epoch itself
-    is tracked by the trainer regardless of ``tol``.
+    epoch of the last ``n_iter_no_change`` epochs beats the best epoch before
+    them by no more than ``stall_standard_errors`` standard errors (paired
+    over the validation rows; the trainer's ``selector`` holds their
+    deviances). A network that has beaten the GLM and whose validation
+    deviance has fallen for ``recovery_epochs`` epochs in a row is not stopped
+    by the patience, nor by the stall, until it stops falling. The best epoch
+    itself is tracked by the trainer regardless of ``tol``.
 
-    The rules' defaults are :class:`~autoglm_graph.policy.FitPolicy`'s fields
-    of the same names (``screening`` is ``screening_epochs``;
-    :meth:`from_policy` takes them from a policy).
+    Parameters
+    ----------
+    n_iter_no_change : int, default=10
+        The patience: the estimators' parameter of the same name.
+    tol : float, default=1e-4
+        The relative improvement that resets it: the estimators' ``tol``.
+    policy : FitPolicy, default=None
+        The rules above, its fields of the same names (None: the defaults);
+        ``screening_epochs_below_glm`` is at most ``screening_epochs``.
     """
 
     def __init__(
         self,
-        patience: int = 10,
+        n_iter_no_change: int = 10,
         tol: float = 1e-4,
-        screening: int = _DEFAULT.screening_epochs,
-        screening_below_glm: int = _DEFAULT.screening_epochs_below_glm,
         *,
-        recovery_epochs: int = _DEFAULT.recovery_epochs,
-        refresh_jump_stop: float = _DEFAULT.refresh_jump_stop,
-        refresh_gain_epochs: int = _DEFAULT.refresh_gain_epochs,
-        stall_standard_errors: float = _DEFAULT.stall_standard_errors,
+        policy: FitPolicy | None = None,
     ) -> None:
-        self.patience = patience
+        policy = policy or FitPolicy()
+        self.n_iter_no_change = n_iter_no_change
         self.tol = tol
-        self.screening = screening
-        self.screening_below_glm = min(screening, screening_below_glm)
-        self.recovery_epochs = recovery_epochs
-        self.refresh_jump_stop = refresh_jump_stop
-        self.refresh_gain_epochs = refresh_gain_epochs
-        self.stall_standard_errors = stall_standard_errors
+        self.screening_epochs = policy.screening_epochs
+        self.screening_epochs_below_glm = min(
+            policy.screening_epochs, policy.screening_epochs_below_glm
+        )
+        self.recovery_epochs = policy.recovery_epochs
+        self.refresh_jump_stop = policy.refresh_jump_stop
+        self.refresh_gain_epochs = policy.refresh_gain_epochs
+        self.stall_standard_errors = policy.stall_standard_errors
         self._best = np.inf
         self._last = np.inf
         self._bad_epochs = 0
@@ -139,24 +142,16 @@ class EarlyStopping:
         self._falls = 0  # consecutive epochs of falling validation deviance
         self._bests: list[float] = []  # the best value after each recent epoch
         # The selector's best per-row deviances after each of the last
-        # patience + 1 epochs (None before a best epoch).
+        # n_iter_no_change + 1 epochs (None before a best epoch).
         self._best_units: list[Tensor | None] = []
 
     @classmethod
     def from_policy(
-        cls, policy: FitPolicy, patience: int = 10, tol: float = 1e-4
+        cls, policy: FitPolicy, n_iter_no_change: int = 10, tol: float = 1e-4
     ) -> EarlyStopping:
-        """Early stopping with ``policy``'s rules."""
-        return cls(
-            patience,
-            tol,
-            policy.screening_epochs,
-            policy.screening_epochs_below_glm,
-            recovery_epochs=policy.recovery_epochs,
-            refresh_jump_stop=policy.refresh_jump_stop,
-            refresh_gain_epochs=policy.refresh_gain_epochs,
-            stall_standard_errors=policy.stall_standard_errors,
-        )
+        """Early stopping with ``policy``'s rules (``EarlyStopping(n_iter_no_change,
+        tol, policy=policy)``)."""
+        return cls(n_iter_no_change, tol, policy=policy)
 
     _STATE = (
         "_best",
@@ -190,13 +185,13 @@ class EarlyStopping:
         return self._beaten_glm and self._falls >= self.recovery_epochs
 
     def _stalled(self, trainer) -> bool:
-        """Whether the best epoch of the last ``patience`` epochs beats the
+        """Whether the best epoch of the last ``n_iter_no_change`` epochs beats the
         best one before them by no more than ``stall_standard_errors``
         standard errors (False before a best epoch that far back, and while
         the network recovers)."""
         before, now = self._best_units[0], self._best_units[-1]
         if (
-            len(self._best_units) <= self.patience
+            len(self._best_units) <= self.n_iter_no_change
             or not self._beaten_glm
             or before is None
             or now is None
@@ -214,7 +209,7 @@ class EarlyStopping:
         period) keeps its meaning."""
         config = getattr(trainer, "config", None)
         period = getattr(getattr(config, "graph", None), "refresh", None)
-        return period is not None and self.patience - self._bad_epochs < period
+        return period is not None and self.n_iter_no_change - self._bad_epochs < period
 
     def on_epoch_end(self, trainer, logs: dict) -> bool:
         value = logs.get("val_deviance")
@@ -245,12 +240,18 @@ class EarlyStopping:
                 return True
         self._bests = [*self._bests, self._best][-(self.refresh_gain_epochs + 1) :]
         best_unit = getattr(getattr(trainer, "selector", None), "best_unit", None)
-        self._best_units = [*self._best_units, best_unit][-(self.patience + 1) :]
+        self._best_units = [*self._best_units, best_unit][
+            -(self.n_iter_no_change + 1) :
+        ]
         if self._stalled(trainer):
             return True
-        if self._bad_epochs >= self.patience:
+        if self._bad_epochs >= self.n_iter_no_change:
             return not self._recovering()
-        screening = self.screening_below_glm if self._beaten_glm else self.screening
+        screening = (
+            self.screening_epochs_below_glm
+            if self._beaten_glm
+            else self.screening_epochs
+        )
         screened_out = self._bad_epochs >= screening and not falling
         if not screened_out:
             return False

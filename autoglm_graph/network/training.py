@@ -55,10 +55,13 @@ __all__ = [
 ]
 
 
-def progress_options(verbose: int, delay: float = FitPolicy().progress_delay_s) -> dict:
+def progress_options(verbose: int, delay: float | None = None) -> dict:
     """tqdm options: always shown when ``verbose``, else after ``delay``
-    seconds and on a terminal or in a notebook only (fits in joblib workers,
-    CI logs and pipes stay quiet)."""
+    seconds (None: the default ``FitPolicy.progress_delay_s``) and on a
+    terminal or in a notebook only (fits in joblib workers, CI logs and pipes
+    stay quiet)."""
+    if delay is None:
+        delay = FitPolicy().progress_delay_s
     if verbose:
         return {"disable": False}
     interactive = "ipykernel" in sys.modules or (
@@ -147,9 +150,7 @@ class Trainer:
         """
         device = train.context.device
         times = PhaseTimes(device) if times is None else times
-        net = self.net.build(seed).to(device)
-        net.checkpoint_rows = self.policy.checkpoint_min_rows
-        net.all_heads_max_src_rows = self.policy.all_heads_max_src_rows
+        net = self.net.build(seed, self.policy).to(device)
         if net.generator is not None:
             net.generator = on_device(net.generator, device)
             if not net.fused:  # torch_geometric's layers draw from the global one
@@ -412,7 +413,7 @@ class TrainingState:
         if not (self.net.fused and policy.distinct_rows):
             return None
         if self._distinct is None or self._distinct[0] is not context:
-            found = distinct_rows(context, max_share=policy.refresh_distinct_max_share)
+            found = distinct_rows(context, policy)
             self._distinct = (context, found)
         found = self._distinct[1]
         if found is None or not graph.shared_by_duplicates(*found):
@@ -509,6 +510,30 @@ class TrainingState:
 
     def run(self, train: RowData, val: RowData | None) -> FittedGraphState | None:
         """The epochs; the selected state, or None when the global GLM wins."""
+        optimizer, selector = self._begin(train, val)
+        graph = self.train_graph  # None unless resumed from a checkpoint
+        epoch = self.epoch
+        bar = tqdm(
+            range(self.epoch + 1, self.config.max_epochs + 1),
+            desc="epochs",
+            **progress_options(
+                self.config.verbose, self.config.policy.progress_delay_s
+            ),
+        )
+        for epoch in bar:
+            graph, logs = self._epoch(epoch, optimizer, selector, train, val, graph)
+            bar.set_postfix({k: f"{v:.4g}" for k, v in logs.items() if "deviance" in k})
+            if any(cb.on_epoch_end(self, logs) for cb in self.config.callbacks):
+                break
+        self.selector = selector
+        if selector is None:
+            return self._snapshot(graph, epoch)
+        return selector.select()
+
+    def _begin(self, train: RowData, val: RowData | None) -> tuple:
+        """The optimiser, the epoch selector (None without validation rows),
+        the weights' average and the callbacks' start: ``(optimizer,
+        selector)``."""
         config = self.config
         # The fused update: one kernel over all parameters, where the default
         # loops over them (0.39 vs 1.0 ms a step on one CPU thread, 2-3 % of a
@@ -528,93 +553,77 @@ class TrainingState:
             selector = EpochSelector(self._unit_deviance(zero, val), val.weight)
             self.history.append({"epoch": 0, "val_deviance": selector.baseline_value})
         self.selector = selector  # early stopping asks it how far ahead the best is
-        if self.config.ema_decay > 0:
-            self.weight_average = WeightAverage(self.net, self.config.ema_decay)
-        for callback in self.config.callbacks:
+        if config.ema_decay > 0:
+            self.weight_average = WeightAverage(self.net, config.ema_decay)
+        for callback in config.callbacks:
             if hasattr(callback, "on_train_begin"):
                 callback.on_train_begin(self, train, val)
-        graph = self.train_graph  # None unless resumed from a checkpoint
-        if graph is not None and val is not None:
+        if self.train_graph is not None and val is not None:  # resumed
             self._val_adjacency = self.net.adjacency(
                 self._val_graph, n_src=train.context.shape[0]
             )
-        epoch = self.epoch
-        bar = tqdm(
-            range(self.epoch + 1, self.config.max_epochs + 1),
-            desc="epochs",
-            **progress_options(self.config.verbose, config.policy.progress_delay_s),
+        return optimizer, selector
+
+    def _epoch(
+        self,
+        epoch: int,
+        optimizer,
+        selector: EpochSelector | None,
+        train: RowData,
+        val: RowData | None,
+        graph: NeighborGraph | None,
+    ) -> tuple[NeighborGraph, dict]:
+        """One epoch: the graphs' refresh where due, the step, the validation;
+        ``(graph, logs)``, the log appended to the history."""
+        config = self.config
+        start = time.perf_counter()
+        refresh = graph is None or (
+            config.graph.space == "embedding"
+            and (epoch - 1) % config.graph.refresh == 0
         )
-        for epoch in bar:
-            start = time.perf_counter()
-            refresh = graph is None or (
-                self.config.graph.space == "embedding"
-                and (epoch - 1) % self.config.graph.refresh == 0
+        if refresh:
+            graph = self._refresh_graphs(train, val)
+        logs = {"epoch": epoch, "graph_refreshed": refresh}
+        validate = None
+        if selector is not None:
+            validate = partial(self._validate, train, val, selector, graph, logs)
+        # Without dropout the training forward *is* the evaluation forward:
+        # validate on its states (the weights before this epoch's step).
+        # (With weight averaging validation needs the averaged weights.)
+        reuse = validate is not None and self.net.dropout == 0 and config.ema_decay <= 0
+        # (Reused, the validation counts among the steps.)
+        with self.times.phase("steps"):
+            loss, train_dev = self._train_step(
+                optimizer, train, graph, before_step=validate if reuse else None
             )
-            if refresh:
-                with torch.no_grad(), self.times.phase("graphs"):
-                    self.net.eval()
-                    graph, self._val_graph = self.build_graphs(train, val)
-                    self.train_graph = graph
-                    if val is not None:
-                        self._val_adjacency = self.net.adjacency(
-                            self._val_graph, n_src=train.context.shape[0]
-                        )
-            logs = {"epoch": epoch, "graph_refreshed": refresh}
-            validate = None
-            if selector is not None:
-                validate = partial(self._validate, train, val, selector, graph, logs)
-            # Without dropout the training forward *is* the evaluation forward:
-            # validate on its states (the weights before this epoch's step).
-            # (With weight averaging validation needs the averaged weights.)
-            reuse = (
-                validate is not None and self.net.dropout == 0 and config.ema_decay <= 0
-            )
-            # (Reused, the validation counts among the steps.)
+        # fp16 overflow is the gradient scaler's to handle (it skipped
+        # the step); in fp32 a non-finite loss is a real divergence.
+        if not np.isfinite(loss) and self.precision != "fp16":
+            raise _divergence(loss, epoch, train)
+        logs.update(train_loss=loss, train_deviance=train_dev)
+        if self.weight_average is not None:
             with self.times.phase("steps"):
-                loss, train_dev = self._train_step(
-                    optimizer, train, graph, before_step=validate if reuse else None
+                self.weight_average.update()
+        if validate is not None and "val_deviance" not in logs:
+            with self._ema_weights(), self.times.phase("validation"):
+                validate(self.source_states(train, graph))
+        logs["seconds"] = time.perf_counter() - start
+        self.history.append(logs)
+        self.epoch = epoch
+        return graph, logs
+
+    def _refresh_graphs(self, train: RowData, val: RowData | None) -> NeighborGraph:
+        """New graphs (:meth:`build_graphs`) and the validation rows' prepared
+        lists; the training rows' graph."""
+        with torch.no_grad(), self.times.phase("graphs"):
+            self.net.eval()
+            graph, self._val_graph = self.build_graphs(train, val)
+            self.train_graph = graph
+            if val is not None:
+                self._val_adjacency = self.net.adjacency(
+                    self._val_graph, n_src=train.context.shape[0]
                 )
-            # fp16 overflow is the gradient scaler's to handle (it skipped
-            # the step); in fp32 a non-finite loss is a real divergence.
-            if not np.isfinite(loss) and self.precision != "fp16":
-                if epoch == 1:
-                    # The head starts at zero: this loss is the global GLM's
-                    # deviance in float32, so the data's scale is the cause.
-                    largest = float(train.y.abs().max())
-                    largest = (
-                        f"largest |y| {largest:.3g}"
-                        if np.isfinite(largest)
-                        else "some |y| exceed float32's largest number, 3.4e38"
-                    )
-                    raise FloatingPointError(
-                        f"The training loss is {loss} at the first epoch, where "
-                        "the network still predicts the global GLM: the targets "
-                        "are too large for the network's float32 arithmetic "
-                        f"({largest}). Rescale "
-                        "y (the deviance scales with it), or fit the global GLM "
-                        "alone with local_penalty=numpy.inf."
-                    )
-                raise FloatingPointError(
-                    f"The training loss became {loss} at epoch {epoch}; lower "
-                    "learning_rate or raise local_penalty."
-                )
-            logs.update(train_loss=loss, train_deviance=train_dev)
-            if self.weight_average is not None:
-                with self.times.phase("steps"):
-                    self.weight_average.update()
-            if validate is not None and "val_deviance" not in logs:
-                with self._ema_weights(), self.times.phase("validation"):
-                    validate(self.source_states(train, graph))
-            logs["seconds"] = time.perf_counter() - start
-            self.history.append(logs)
-            self.epoch = epoch
-            bar.set_postfix({k: f"{v:.4g}" for k, v in logs.items() if "deviance" in k})
-            if any(cb.on_epoch_end(self, logs) for cb in self.config.callbacks):
-                break
-        self.selector = selector
-        if selector is None:
-            return self._snapshot(graph, epoch)
-        return selector.select()
+        return graph
 
     def _ema_weights(self):
         """The averaged weights in place of the raw ones, inside the block
@@ -708,6 +717,31 @@ class WeightAverage:
         finally:
             for key, value in raw.items():
                 held[key].data = value
+
+
+def _divergence(loss: float, epoch: int, train: RowData) -> FloatingPointError:
+    """The error of a training loss that is not finite at ``epoch``."""
+    if epoch == 1:
+        # The head starts at zero: this loss is the global GLM's
+        # deviance in float32, so the data's scale is the cause.
+        largest = float(train.y.abs().max())
+        largest = (
+            f"largest |y| {largest:.3g}"
+            if np.isfinite(largest)
+            else "some |y| exceed float32's largest number, 3.4e38"
+        )
+        return FloatingPointError(
+            f"The training loss is {loss} at the first epoch, where "
+            "the network still predicts the global GLM: the targets "
+            "are too large for the network's float32 arithmetic "
+            f"({largest}). Rescale "
+            "y (the deviance scales with it), or fit the global GLM "
+            "alone with local_penalty=numpy.inf."
+        )
+    return FloatingPointError(
+        f"The training loss became {loss} at epoch {epoch}; lower "
+        "learning_rate or raise local_penalty."
+    )
 
 
 def seed_global_generator(generator: torch.Generator) -> None:
