@@ -343,12 +343,22 @@ class FitPolicy(_Settings):
     predict_index_recall : float, default=0.99
         Recall@k against the exact search that the prediction index reaches
         on held-out rows (``docs/decisions/prediction_index.md``).
+    index : IndexSettings, default=IndexSettings()
+        The faiss indexes (HNSW, IVF, the prediction index) and their recall
+        calibration (``docs/decisions/neighbor_search.md``,
+        ``docs/decisions/prediction_index.md``).
+    tiles : TileSettings, default=TileSettings()
+        How the exact search tiles its similarity matrix: its time and
+        memory, never its result (``docs/decisions/neighbor_search.md``).
 
     Examples
     --------
     >>> from autoglm_graph import FitPolicy
     >>> FitPolicy(screening_epochs=3).screening_epochs
     3
+    >>> from autoglm_graph.policy import IndexSettings
+    >>> FitPolicy(index=IndexSettings(m=16))
+    FitPolicy(index=IndexSettings(m=16))
     """
 
     cached_state_min_rows: int = 30_000
