@@ -131,11 +131,13 @@ def test_patience_holds_while_a_network_recovers_steadily():
 
 
 def test_a_refresh_that_raises_the_validation_deviance_ends_the_fit():
-    def decisions(values, refreshed_at, patience=10):
+    def decisions(values, refreshed_at, n_iter_no_change=10):
         trainer = _History(baseline=1.0)
         trainer.config = SimpleNamespace(graph=SimpleNamespace(refresh=10))
         stopper = EarlyStopping(
-            n_iter_no_change=patience, tol=0.0, policy=FitPolicy(screening_epochs=3)
+            n_iter_no_change=n_iter_no_change,
+            tol=0.0,
+            policy=FitPolicy(screening_epochs=3),
         )
         return [
             stopper.on_epoch_end(
@@ -152,7 +154,7 @@ def test_a_refresh_that_raises_the_validation_deviance_ends_the_fit():
     assert decisions([*flat, 0.72], {1}) == [False] * 10
     assert decisions([*flat, 0.702], {1, 10}) == [False] * 10
     # A patience that outlasts the graph period keeps its meaning.
-    assert decisions([*flat, 0.72], {1, 10}, patience=20) == [False] * 10
+    assert decisions([*flat, 0.72], {1, 10}, n_iter_no_change=20) == [False] * 10
     # Still improving faster than the jump (29 % in the five epochs before).
     falling = [0.9, 0.85, 0.8, 0.75, 0.7, 0.65, 0.62, 0.6, 0.58, 0.6]
     assert decisions(falling, {1, 10}) == [False] * 10
@@ -224,13 +226,13 @@ class _UnitSelector(_Selector):
         self.best_unit = None
 
 
-def _stall_decisions(units, values, n_rows=400, patience=4):
+def _stall_decisions(units, values, n_rows=400, n_iter_no_change=4):
     """The stopper's decisions when after epoch ``i`` the best epoch's per-row
     validation deviances are ``units[i]`` and its mean is ``values[i]``."""
     trainer = _History(baseline=1.0)
     trainer.selector = _UnitSelector(n_rows)
     stopper = EarlyStopping(
-        n_iter_no_change=patience, tol=0.0, policy=FitPolicy(screening_epochs=3)
+        n_iter_no_change=n_iter_no_change, tol=0.0, policy=FitPolicy(screening_epochs=3)
     )
     decisions = []
     for unit, value in zip(units, values, strict=True):
@@ -275,7 +277,7 @@ def test_the_stall_rule_waits_while_a_network_recovers():
     bumpy = tuple(v + 0.01 * (i % 3 == 2) for i, v in enumerate(values))
     assert _stall_decisions(_best_rows(bumpy, moving), bumpy)[4:] == [True] * 4
     # No best epoch before the window: nothing to compare.
-    assert _stall_decisions([None] * 6, (0.9,) * 6, patience=10) == [False] * 6
+    assert _stall_decisions([None] * 6, (0.9,) * 6, n_iter_no_change=10) == [False] * 6
 
 
 def test_network_that_cannot_beat_the_glm_stops_early():
@@ -353,7 +355,7 @@ def test_quiet_fits_show_progress_only_late_and_on_a_terminal(monkeypatch):
     options = training.progress_options(0)
     assert options["disable"] is False
     assert options["delay"] == FitPolicy().progress_delay_s and not options["leave"]
-    assert training.progress_options(0, delay=2.5)["delay"] == 2.5
+    assert training.progress_options(0, progress_delay_s=2.5)["delay"] == 2.5
 
 
 def test_n_jobs_is_capped_at_the_cores():

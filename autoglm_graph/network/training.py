@@ -55,19 +55,19 @@ __all__ = [
 ]
 
 
-def progress_options(verbose: int, delay: float | None = None) -> dict:
-    """tqdm options: always shown when ``verbose``, else after ``delay``
-    seconds (None: the default ``FitPolicy.progress_delay_s``) and on a
-    terminal or in a notebook only (fits in joblib workers, CI logs and pipes
-    stay quiet)."""
-    if delay is None:
-        delay = FitPolicy().progress_delay_s
+def progress_options(verbose: int, progress_delay_s: float | None = None) -> dict:
+    """tqdm options: always shown when ``verbose``, else after
+    ``progress_delay_s`` seconds (None: the default policy's) and on a terminal
+    or in a notebook only (fits in joblib workers, CI logs and pipes stay
+    quiet)."""
+    if progress_delay_s is None:
+        progress_delay_s = FitPolicy().progress_delay_s
     if verbose:
         return {"disable": False}
     interactive = "ipykernel" in sys.modules or (
         hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
     )
-    return {"disable": not interactive, "delay": delay, "leave": False}
+    return {"disable": not interactive, "delay": progress_delay_s, "leave": False}
 
 
 @dataclass
