@@ -1,84 +1,55 @@
-"""The fitting and inference the two estimators share (:class:`BaseGraphGLM`).
+"""The estimators' shared class, :class:`BaseGraphGLM`: one class composed of
+parts that each own one job and return what they fit (the estimator keeps it).
 
-The global GLM is solved first; the network of per-row deviations is then
-trained (:mod:`autoglm_graph.training`) and kept as a
-:class:`~autoglm_graph._fitted.FittedNetwork`. The public classes, with their
-parameters documented, are in :mod:`autoglm_graph.estimators`.
+- :mod:`._checks`: the parameters and the rows, checked;
+- :mod:`._glm_fit`: the global GLM's terms, its exact solve, the balance;
+- :mod:`._location_fit`: the location effect of ``location_columns``;
+- :mod:`._network_fit`: the validation split, the network's rows, its trainer
+  and the fitted network (:class:`~autoglm_graph.network.FittedNetwork`);
+- :mod:`._reading`: predictions' linear predictor, per-row coefficients,
+  attention (through :class:`~autoglm_graph.estimators.Predictor`);
+- :mod:`._state`: ``to_state()`` / ``from_state(state)``, what persistence
+  writes and the one path by which it builds a loaded estimator.
+
+The public classes, with their parameters documented, are in
+:mod:`autoglm_graph.estimators._estimators`.
 """
 
 from __future__ import annotations
 
 import functools
-import warnings
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.model_selection import GroupShuffleSplit, train_test_split
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import (
-    _check_sample_weight,
-    check_array,
-    check_consistent_length,
-    check_is_fitted,
-    column_or_1d,
-    validate_data,
-)
+from sklearn.utils.validation import check_is_fitted
 
-from ..explain import IntervalSettings, check_interval_members, check_interval_settings
-from ..glm import (
-    CATEGORICAL_CODINGS,
-    SPLINES_LOCAL,
-    Family,
-    NegativeBinomialFamily,
-    balance_glm,
-    check_formula,
-    check_splines,
-    fit_global_glm,
-    fit_negative_binomial,
-    split_target,
-)
-from ..network import CoefficientMap, check_constraint_params, coefficient_map
+from ..explain import IntervalSettings
+from ..glm import Family, split_target
+from ..network import CoefficientMap, coefficient_map
+from ..persistence import save_model
 from ..policy import FitPolicy
 from ..preprocessing import TabularPreprocessor
-from ..utils import (
-    MESSAGE_PASSING,
-    PRECISIONS,
-    PhaseTimes,
-    align_to_rows,
-    check_callbacks,
-    check_number,
-    check_offset,
-    check_option,
-    resolve_device,
-    resolve_precision,
-    torch,
-    with_thread_limit,
-)
-from ._location_fit import _LocationMixin
-from ._persistence import _PersistenceMixin
-from ._reading import _ReadingMixin
-from ._terms_fit import _splines_local_of, _splines_of, _TermsMixin
+from ..utils import PhaseTimes, resolve_device, torch, with_thread_limit
+from . import _glm_fit as glm_fit
+from . import _reading as reading
+from . import _state as state_io
+from ._checks import check_fit_data, check_params, check_X, group_codes
+from ._location_fit import fit_location
+from ._network_fit import fit_network, make_trainer, policy_of, split_rows
+from ._rows import FitRows, row_labels
 from .predictor import Predictor
 
 if TYPE_CHECKING:
     from ..network import RowData, Trainer
 
 # The network's modules (torch_geometric among them) are imported by the
-# methods that train one: a model that is the global GLM predicts without.
+# parts that train one: a model that is the global GLM predicts without.
 
 
-def _policy_of(estimator) -> FitPolicy:
-    """The estimator's ``fit_policy``; the defaults for None (or an estimator
-    pickled before the parameter existed)."""
-    return getattr(estimator, "fit_policy", None) or FitPolicy()
-
-
-class BaseGraphGLM(
-    _ReadingMixin, _LocationMixin, _TermsMixin, _PersistenceMixin, BaseEstimator
-):
+class BaseGraphGLM(BaseEstimator):
     """Shared fitting and inference of the graph-contextualized GLM."""
 
     def __init__(
@@ -200,160 +171,8 @@ class BaseGraphGLM(
         tags.input_tags.string = True
         return tags
 
-    # ------------------------------------------------------------ validation
     def _validate_params(self) -> None:
-        check_number("alpha", self.alpha, low=0)
-        check_option("fit_intercept", self.fit_intercept, (True, False))
-        check_option("categorical_coding", self.categorical_coding, CATEGORICAL_CODINGS)
-        _check_rare_levels(self.min_frequency, self.max_categories)
-        check_option("handle_missing", self.handle_missing, ("impute", "error"))
-        check_formula(self.formula)
-        check_splines(_splines_of(self))
-        check_option("splines_local", _splines_local_of(self), SPLINES_LOCAL)
-        if self.formula is not None and _splines_of(self) is not False:
-            raise ValueError(
-                "The 'splines' parameter does not apply with a formula: write the "
-                "splines in the formula, e.g. bs(age, df=5); got "
-                f"formula={self.formula!r} and splines={self.splines!r}."
-            )
-        if self.formula is not None and self.base_levels is not None:
-            raise ValueError(
-                "The 'base_levels' parameter does not apply with a formula: choose "
-                "a base level in the formula, e.g. C(region, contr.treatment('b')); "
-                f"got formula={self.formula!r} and base_levels={self.base_levels!r}."
-            )
-        if not (self.fit_intercept or self.location_columns is None):
-            raise ValueError(
-                "The 'location_columns' parameter shifts the intercept and needs "
-                f"fit_intercept=True; got location_columns={self.location_columns!r} "
-                "and fit_intercept=False."
-            )
-        if not self.fit_intercept and getattr(self, "balance", None) is True:
-            raise ValueError(
-                "The 'balance' parameter shifts the intercept and needs "
-                "fit_intercept=True; got balance=True and fit_intercept=False."
-            )
-        check_number("n_neighbors", self.n_neighbors, integer=True, low=1)
-        check_number("threshold", self.threshold, low=-1, high=1)
-        check_option("graph_space", self.graph_space, ("embedding", "input"))
-        check_number("graph_refresh", self.graph_refresh, integer=True, low=1)
-        check_option("graph_backend", self.graph_backend, ("auto", "exact", "faiss"))
-        check_number("hidden_channels", self.hidden_channels, integer=True, low=1)
-        check_number("heads", self.heads, integer=True, low=1)
-        if self.hidden_channels % self.heads:
-            raise ValueError(
-                f"The 'heads' parameter must divide hidden_channels="
-                f"{self.hidden_channels}; got heads={self.heads}."
-            )
-        check_number("num_layers", self.num_layers, integer=True, low=1)
-        check_option("conv", self.conv, ("gat", "gatv2"))
-        check_option("message_passing", self.message_passing, MESSAGE_PASSING)
-        check_option("precision", self.precision, PRECISIONS)
-        if self.message_passing == "fused" and self.conv != "gat":
-            raise ValueError(
-                "The 'message_passing' parameter 'fused' needs conv='gat'; got "
-                f"conv={self.conv!r}."
-            )
-        check_number("dropout", self.dropout, low=0, high=1)
-        check_option("use_neighbor_targets", self.use_neighbor_targets, (True, False))
-        _check_location_columns(self.location_columns)
-        if self.location_neighbors != "auto":
-            check_number(
-                "location_neighbors", self.location_neighbors, integer=True, low=1
-            )
-        check_number("local_penalty", self.local_penalty, low=0, allow_inf=True)
-        check_constraint_params(self.global_terms, self.local_sign)
-        check_interval_members(getattr(self, "interval_members", 0))
-        check_interval_settings(getattr(self, "interval_settings", None))
-        check_number("learning_rate", self.learning_rate, low=0, low_open=True)
-        check_number("weight_decay", self.weight_decay, low=0)
-        if self.fit_policy is not None and not isinstance(self.fit_policy, FitPolicy):
-            raise ValueError(
-                "The 'fit_policy' parameter must be None or a FitPolicy; got "
-                f"{self.fit_policy!r}."
-            )
-        check_number("ema_decay", self.ema_decay, low=0, high=1)
-        if self.ema_decay == 1:
-            raise ValueError(
-                "The 'ema_decay' parameter must be in [0, 1): an average that "
-                "never moves keeps the untrained network; got ema_decay=1."
-            )
-        check_number("max_epochs", self.max_epochs, integer=True, low=0)
-        check_number(
-            "batch_size", self.batch_size, integer=True, low=1, allow_none=True
-        )
-        check_option("early_stopping", self.early_stopping, (True, False))
-        check_number(
-            "validation_fraction",
-            self.validation_fraction,
-            low=0,
-            high=1,
-            low_open=True,
-            high_open=True,
-        )
-        check_callbacks(self.callbacks)
-        check_number("n_iter_no_change", self.n_iter_no_change, integer=True, low=1)
-        check_number("tol", self.tol, low=0)
-        check_number("n_jobs", self.n_jobs, integer=True, allow_none=True)
-        if self.n_jobs == 0:
-            raise ValueError(
-                "The 'n_jobs' parameter must be a non-zero integer or None; got 0."
-            )
-        check_number("verbose", self.verbose, integer=True, low=0)
-
-    def _validate_X(self, X, *, reset: bool):
-        if isinstance(X, pd.Series) and not reset:
-            # One row, as df.iloc[i] gives it: its index holds the column names.
-            X = X.to_frame().T.infer_objects()
-        on_frame = not reset and getattr(self.preprocessor_, "_fitted_on_frame", False)
-        if hasattr(X, "iloc") or on_frame:
-            if not hasattr(X, "iloc"):
-                # Fitted on a DataFrame: an array's columns are those of fit,
-                # and the preprocessor reads each as fit did (strings stay
-                # strings), so only its shape is checked here.
-                X = check_array(X, dtype=None, ensure_all_finite=False)
-            validate_data(self, X, reset=reset, skip_check_array=True)
-            return X
-        return validate_data(
-            self,
-            X,
-            reset=reset,
-            accept_sparse=False,
-            ensure_all_finite="allow-nan",
-            dtype="numeric",
-            ensure_min_samples=1,
-            ensure_min_features=0,  # no column: the intercept-only GLM
-        )
-
-    def _validate_inputs(self, X, y, sample_weight, offset):
-        X = self._validate_X(X, reset=True)
-        if y is None:
-            raise ValueError(
-                f"{type(self).__name__} requires y to be passed, but the target y "
-                "is None."
-            )
-        y = column_or_1d(y, warn=True)
-        check_consistent_length(X, y)
-        if X.shape[0] < 2:
-            raise ValueError(
-                f"Found array with {X.shape[0]} sample(s) (shape={X.shape}) while a "
-                "minimum of 2 is required; got 1 sample."
-                if X.shape[0] == 1
-                else f"Found array with 0 sample(s) (shape={X.shape}) while a "
-                "minimum of 2 is required."
-            )
-        sample_weight = align_to_rows(sample_weight, X, "sample_weight")
-        offset = align_to_rows(offset, X, "offset")
-        sample_weight = _check_sample_weight(
-            sample_weight,
-            np.empty(X.shape[0]),
-            dtype=np.float64,
-            ensure_non_negative=True,
-        )
-        if not sample_weight.sum() > 0:
-            raise ValueError("sample_weight must have a positive sum.")
-        offset = check_offset(offset, X.shape[0])
-        return X, y, sample_weight, offset
+        check_params(self)
 
     # --------------------------------------------------------------- fitting
     @with_thread_limit
@@ -368,52 +187,10 @@ class BaseGraphGLM(
         self.device_ = resolve_device(self.device)
         times = PhaseTimes(self.device_)
         with times.phase("preprocessing"):
-            if self.formula is not None:  # the left side's column leaves X
-                X, y = split_target(self.formula, self.fit_intercept, X, y)
-            X, y, sample_weight, offset = self._validate_inputs(
-                X, y, sample_weight, offset
-            )
-            groups = _group_codes(groups, X.shape[0])
-            y_model = self._encode_target(y)
-            family = self._make_family(y_model)
-            family.check_y(y_model)
-            family.check_offset(offset)
-            self.family_ = family
-            self.preprocessor_ = TabularPreprocessor(
-                min_frequency=self.min_frequency,
-                max_categories=self.max_categories,
-                handle_missing=self.handle_missing,
-            )
-            # float64: the GLM is solved to a gradient tolerance on it (the
-            # network takes a float32 copy).
-            design = self.preprocessor_.fit_transform(X, dtype=np.float64)
-            terms = self._choose_terms(design, sample_weight, X)
-            terms = self._add_splines(terms, design)
-            terms = self._vary_base_levels(terms)
-            design = terms.design(design, X)  # (the formula's columns appended)
-            glm_design = terms.select(design)
-        glm_kwargs = dict(
-            sample_weight=sample_weight,
-            offset=offset,
-            alpha=self.alpha,
-            penalty_weights=terms.scale**-2.0,  # alpha penalises the user's units
-            fit_intercept=terms.fit_intercept,
-        )
+            X, rows, glm_design = self._preprocess(X, y, sample_weight, offset, groups)
         with times.phase("global_glm"):
-            if terms.splines is not None:
-                terms = self._smoothing_penalty(glm_design, y_model, terms, glm_kwargs)
-                penalty_weights = terms.penalty_weights(self.alpha)
-                glm_kwargs.update(alpha=1.0, penalty_weights=penalty_weights)
-            if isinstance(family, NegativeBinomialFamily) and self._theta_by_ml():
-                glm, family = fit_negative_binomial(glm_design, y_model, **glm_kwargs)
-                self.family_ = family
-            else:
-                glm = fit_global_glm(
-                    glm_design, y_model, family, n_outputs=self._n_outputs, **glm_kwargs
-                )
+            self._fit_global_glm(glm_design, rows)
         del glm_design
-        self.global_glm_ = glm
-        self._set_global_coefficients(glm)
         self._coefficient_map()  # names and the GLM's signs, before training
         self._fitted = None
         self._validation_positions = None
@@ -422,30 +199,21 @@ class BaseGraphGLM(
         self.location_report_ = None
         self.history_ = []
         self.n_iter_ = 0
-        reason = self._global_only_reason(X.shape[0], terms.context(design).shape[1])
+        n_context = self._terms.context(rows.design).shape[1]
+        reason = self._global_only_reason(X.shape[0], n_context)
         if reason is None:
-            reason = self._fit_network(
-                design,
-                y_model,
-                sample_weight,
-                offset,
-                glm,
-                groups,
-                neighbor_cache,
-                times,
-            )
+            reason = self._fit_local(rows, neighbor_cache, times)
         # A kept location effect alone is not the global GLM either.
         self.is_global_only_ = reason is not None and self.location_effect_ is None
         self.global_only_reason_ = reason
         with times.phase("balance"):
-            self.balance_correction_ = self._balance(
-                design, y_model, sample_weight, offset
-            )
+            self.balance_correction_ = self._balance(rows)
         if reason is not None and self.verbose:
             print(
                 f"{type(self).__name__}: the fitted model is the global GLM ({reason})."
             )
-        self._train_index = np.asarray(self._row_labels(X))
+        self._train_index = np.asarray(row_labels(X))
+        offset = rows.offset
         self.offset_used_ = offset is not None  # predict warns when it is missing
         self.offset_range_ = (
             None if offset is None else (float(offset.min()), float(offset.max()))
@@ -453,36 +221,100 @@ class BaseGraphGLM(
         self.fit_times_ = times.result()
         return self
 
-    def _balance(self, design, y_model, sample_weight, offset) -> float:
-        """Shift the intercept so that the fit reproduces the observed total.
-
-        Applies :func:`~autoglm_graph._glm.balance_glm` on all the rows passed
-        to ``fit`` (the validation split included); returns the shift, 0.0 when
-        ``balance`` is off or does not apply (see ``GraphGLMRegressor``).
-        """
-        balance = getattr(self, "balance", False)  # the classifier has none
-        if balance is False or not self.family_.has_balance_correction:
-            return 0.0
-        if not getattr(self, "fit_intercept", True):
-            return 0.0  # no intercept to shift (balance=True raised in fit)
-        if balance == "auto" and not self.family_.canonical_link:
-            return 0.0  # the maximum likelihood GLM stays as scikit-learn's
-        eta, _ = self.predictor().coefficients(design, offset)
-        self.global_glm_, shift = balance_glm(
-            self.global_glm_, self.family_, y_model, eta[:, 0], sample_weight
+    def _preprocess(self, X, y, sample_weight, offset, groups):
+        """The data checked, the target encoded, the family chosen, the
+        preprocessor fitted and the global GLM's terms chosen (``_terms``);
+        returns X, the fit's rows and the GLM's design."""
+        if self.formula is not None:  # the left side's column leaves X
+            X, y = split_target(self.formula, self.fit_intercept, X, y)
+        X, y, sample_weight, offset = check_fit_data(self, X, y, sample_weight, offset)
+        groups = group_codes(groups, X.shape[0])
+        y_model = self._encode_target(y)
+        family = self._make_family(y_model)
+        family.check_y(y_model)
+        family.check_offset(offset)
+        self.family_ = family
+        self.preprocessor_ = TabularPreprocessor(
+            min_frequency=self.min_frequency,
+            max_categories=self.max_categories,
+            handle_missing=self.handle_missing,
         )
-        self._set_global_coefficients(self.global_glm_)
+        # float64: the GLM is solved to a gradient tolerance on it (the
+        # network takes a float32 copy).
+        design = self.preprocessor_.fit_transform(X, dtype=np.float64)
+        terms, self.base_levels_ = glm_fit.choose_terms(
+            self, self.preprocessor_, design, sample_weight, X
+        )
+        self._terms = terms
+        self.feature_names_out_ = terms.names
+        design = terms.design(design, X)  # (the formula's columns appended)
+        rows = FitRows(design, y_model, sample_weight, offset, groups)
+        return X, rows, terms.select(design)
+
+    def _fit_global_glm(self, glm_design: np.ndarray, rows: FitRows) -> None:
+        solution = glm_fit.solve(
+            self, glm_design, rows, self.family_, self._terms, self._n_outputs
+        )
+        if solution.splines_penalty is not None:
+            self.splines_penalty_ = solution.splines_penalty
+            self.splines_scores_ = solution.splines_scores
+        self._terms = solution.terms
+        self.family_ = solution.family
+        self.global_glm_ = solution.glm
+        self._set_global_coefficients(solution.glm)
+
+    def _fit_local(self, rows: FitRows, neighbor_cache, times) -> str | None:
+        """The location effect, then the network of per-row deviations, on
+        top of the global GLM; returns why the model stays the global GLM
+        (None: a network was kept)."""
+        rng = check_random_state(self.random_state)
+        seed = int(rng.randint(np.iinfo(np.int32).max))
+        train_pos, val_pos = split_rows(self, rows, seed)
+        # Read by GraphGLMSearchCV, which scores a trial on these rows.
+        self._validation_positions = val_pos
+        if len(train_pos) < 2:
+            return "too few training rows after the validation split"
+        location = fit_location(self, rows, train_pos, val_pos)
+        eta_shift = None
+        if location is not None:
+            self.location_report_ = location.report
+            self.location_effect_ = location.effect
+            eta_shift = location.shift
+        if self.max_epochs == 0:  # the location effect without a network
+            return "max_epochs=0"
+        trained = fit_network(
+            self,
+            rows,
+            self._terms,
+            (train_pos, val_pos),
+            eta_shift,
+            seed,
+            neighbor_cache,
+            times,
+        )
+        self.history_ = trained.history
+        if trained.gain is not None:
+            self.validation_gain_ = trained.gain
+            self.validation_gain_se_ = trained.gain_se
+        self.n_iter_ = trained.n_iter
+        if trained.network is None:
+            return (
+                "the network did not beat the global GLM's validation deviance by "
+                "more than one standard error"
+            )
+        self.best_epoch_ = trained.best_epoch
+        self._fitted = trained.network
+        self.network_ = trained.network.net
+        return None
+
+    def _balance(self, rows: FitRows) -> float:
+        """Shift the intercept so that the fit reproduces the observed total
+        (``balance``); returns the shift, 0.0 when it does not apply."""
+        glm, shift = glm_fit.balance(self, rows)
+        if glm is not None:
+            self.global_glm_ = glm
+            self._set_global_coefficients(glm)
         return shift
-
-    @property
-    def _n_outputs(self) -> int:
-        """Linear predictors per row: the family's, for the fitted classes."""
-        classes = getattr(self, "classes_", None)
-        return self.family_.n_outputs(None if classes is None else len(classes))
-
-    def _theta_by_ml(self) -> bool:
-        """Whether the negative binomial theta is estimated (``theta=None``)."""
-        return getattr(self, "theta", 1.0) is None and isinstance(self.family, str)
 
     def _global_only_reason(self, n_samples: int, n_columns: int) -> str | None:
         if n_columns == 0:
@@ -491,207 +323,24 @@ class BaseGraphGLM(
             return "local_penalty=inf"
         if self.max_epochs == 0 and self.location_columns is None:
             return "max_epochs=0"  # (with location columns: their effect alone)
-        min_rows = _policy_of(self).min_rows_for_network
+        min_rows = policy_of(self).min_rows_for_network
         if n_samples < min_rows:
             return f"only {n_samples} rows; the network needs {min_rows}"
         return None
 
-    def _split(self, y_model: np.ndarray, n_samples: int, seed: int, groups=None):
-        positions = np.arange(n_samples)
-        if not self.early_stopping:
-            return positions, None
-        if groups is not None:
-            splitter = GroupShuffleSplit(
-                n_splits=1, test_size=self.validation_fraction, random_state=seed
-            )
-            train, val = next(splitter.split(positions, groups=groups))
-            return np.sort(train), np.sort(val)
-        stratify = self._stratify_labels(y_model)
-        try:
-            train, val = train_test_split(
-                positions,
-                test_size=self.validation_fraction,
-                random_state=seed,
-                stratify=stratify,
-            )
-        except ValueError:  # a class too small to stratify
-            train, val = train_test_split(
-                positions, test_size=self.validation_fraction, random_state=seed
-            )
-        return np.sort(train), np.sort(val)
+    @property
+    def _n_outputs(self) -> int:
+        """Linear predictors per row: the family's, for the fitted classes."""
+        classes = getattr(self, "classes_", None)
+        return self.family_.n_outputs(None if classes is None else len(classes))
 
     def _stratify_labels(self, y_model: np.ndarray):
+        """The labels the validation split is stratified by (None: none)."""
         return None
-
-    def _fit_network(
-        self, design, y_model, sample_weight, offset, glm, groups, neighbor_cache, times
-    ) -> str | None:
-        from ..network import FittedNetwork
-
-        rng = check_random_state(self.random_state)
-        seed = int(rng.randint(np.iinfo(np.int32).max))
-        train_pos, val_pos = self._split(y_model, design.shape[0], seed, groups)
-        # Read by GraphGLMSearchCV, which scores a trial on these rows.
-        self._validation_positions = val_pos
-        if len(train_pos) < 2:
-            return "too few training rows after the validation split"
-        eta_shift = self._fit_location(
-            design, y_model, sample_weight, offset, train_pos, val_pos, groups
-        )
-        if self.max_epochs == 0:  # the location effect without a network
-            return "max_epochs=0"
-        rows = self._row_data(
-            design, y_model, sample_weight, offset, glm, train_pos, eta_shift
-        )
-        if groups is not None:
-            rows.group = torch.as_tensor(groups, device=self.device_)
-        train = rows.subset(torch.as_tensor(train_pos, device=self.device_))
-        val = None
-        if val_pos is not None and len(val_pos):
-            val = rows.subset(torch.as_tensor(val_pos, device=self.device_))
-        del rows  # the subsets are copies: free the full set before training
-        trainer = self._make_trainer(train.context.shape[1], train)
-        # The fit's own generator (seeded from the fit's seed) serves the
-        # fused path; fork_rng keeps the caller's global generator as it was
-        # for torch_geometric's layers, which draw from it.
-        # On CUDA torch_geometric's layers draw from the device's generator.
-        cuda = [self.device_] if torch.device(self.device_).type == "cuda" else []
-        with torch.random.fork_rng(devices=cuda):
-            result = trainer.fit(
-                train, val, neighbor_cache=neighbor_cache, seed=seed, times=times
-            )
-        self.history_ = result.history
-        if result.gain is not None:
-            self.validation_gain_ = result.gain
-            self.validation_gain_se_ = result.gain_se
-        self.n_iter_ = max(1, len([h for h in result.history if h["epoch"] > 0]))
-        if result.best is None:
-            return (
-                "the network did not beat the global GLM's validation deviance by "
-                "more than one standard error"
-            )
-        self.best_epoch_ = result.best.epoch
-        self._warn_if_still_improving()
-        self._fitted = FittedNetwork(
-            net=result.net,
-            graph=trainer.graph,
-            n_outputs=trainer.n_outputs,
-            precision=result.precision,
-            training=trainer.settings(),
-            rows=train,
-            states=result.states,
-            positions=train_pos,
-            index=result.index,
-        )
-        with times.phase("prediction_index"):
-            self._fitted.fit_prediction_index(
-                None if val is None else val.context, _policy_of(self)
-            )
-        self.network_ = self._fitted.net
-        return None
-
-    def _warn_if_still_improving(self) -> None:
-        """ConvergenceWarning when max_epochs cut a still-improving training.
-
-        Early stopping would have gone on: the kept epoch is among the last
-        ``n_iter_no_change`` ones, as scikit-learn's iterative estimators warn
-        when they reach ``max_iter``.
-        """
-        if not self.early_stopping or self.n_iter_ < self.max_epochs:
-            return
-        if self.max_epochs - self.best_epoch_ < self.n_iter_no_change:
-            warnings.warn(
-                f"Training stopped at max_epochs={self.max_epochs} while the "
-                f"validation deviance was still improving (best epoch "
-                f"{self.best_epoch_}); raise max_epochs for a better fit.",
-                ConvergenceWarning,
-                # the user's fit: fit -> thread limit -> _fit -> _fit_network
-                stacklevel=6,
-            )
 
     def _make_trainer(self, n_features: int, train: RowData) -> Trainer:
-        from ..network import EarlyStopping, GraphConfig, NetConfig, Trainer
-
-        policy = _policy_of(self)
-        target_channels = 0 if train.targets is None else train.targets.shape[1]
-        net = NetConfig(
-            n_features,
-            (self._terms.n_network_terms + 1) * self._n_outputs,
-            hidden_channels=self.hidden_channels,
-            heads=self.heads,
-            num_layers=self.num_layers,
-            target_channels=target_channels,
-            dropout=self.dropout,
-            conv=self.conv,
-            message_passing=self.message_passing,
-        )
-        callbacks = list(self.callbacks or [])
-        if self.early_stopping:
-            callbacks.insert(
-                0, EarlyStopping.from_policy(policy, self.n_iter_no_change, self.tol)
-            )
-        return Trainer(
-            net=net,
-            family=self.family_,
-            n_outputs=self._n_outputs,
-            graph=GraphConfig(
-                self.graph_space,
-                self.n_neighbors,
-                self.threshold,
-                self.graph_refresh,
-                self.graph_backend,
-            ),
-            learning_rate=self.learning_rate,
-            weight_decay=self.weight_decay,
-            local_penalty=self.local_penalty,
-            ema_decay=self.ema_decay,
-            max_epochs=self.max_epochs,
-            batch_size=self.batch_size,
-            precision=resolve_precision(self.precision, self.device_),
-            callbacks=callbacks,
-            verbose=self.verbose,
-            policy=policy,
-            fit_intercept=self._terms.fit_intercept,
-            coef_map=self._coefficient_map(),
-            reduce=self._terms.reduce if self._terms.varied_bases else None,
-        )
-
-    def _row_data(
-        self, design, y_model, sample_weight, offset, glm, train_pos, eta_shift=None
-    ):
-        from ..network import RowData
-
-        device = self.device_
-        # np.require copies read-only input (a pandas Series' values): torch
-        # warns on non-writable arrays.
-        as_tensor = lambda a: torch.as_tensor(  # noqa: E731
-            np.require(a, np.float32, ["C", "W"]), device=device
-        )
-        eta_global = self.predictor().global_eta(design, offset)
-        if eta_shift is not None:  # the location effect, leave-one-out on train
-            eta_global = eta_global + eta_shift[:, None]
-        targets = None
-        if self.use_neighbor_targets:
-            targets = outcome_features(
-                self.family_, y_model, eta_global, sample_weight, train_pos
-            )
-        # The design is also the network's context: one tensor serves both
-        # when the GLM reads every column as it is.
-        terms = self._terms
-        matrix = as_tensor(terms.context(design))
-        glm_design = matrix
-        if not terms.full or terms.add is not None:
-            glm_design = as_tensor(terms.select(design))
-        return RowData(
-            context=matrix,
-            design=glm_design,
-            y=as_tensor(y_model),
-            # Relative weights: the loss is a weighted mean, and weights near
-            # 1e300 would be infinite in float32 (unit weights are unchanged).
-            weight=as_tensor(sample_weight / np.mean(sample_weight)),
-            eta_global=as_tensor(eta_global),
-            targets=None if targets is None else as_tensor(targets),
-        )
+        """The trainer ``fit`` builds for these training rows."""
+        return make_trainer(self, self._terms, n_features, train)
 
     # ------------------------------------------------------------- inference
     def predictor(self) -> Predictor:
@@ -708,8 +357,8 @@ class BaseGraphGLM(
             preprocessor=self.preprocessor_,
             global_glm=self.global_glm_,
             n_outputs=self._n_outputs,
-            check_X=functools.partial(self._validate_X, reset=False),
-            chunk_rows=_policy_of(self).predict_chunk,
+            check_X=functools.partial(check_X, self, reset=False),
+            predict_chunk=policy_of(self).predict_chunk,
             n_jobs=self.n_jobs,
             location_effect=getattr(self, "location_effect_", None),
             network=getattr(self, "_fitted", None),
@@ -727,80 +376,326 @@ class BaseGraphGLM(
             self.preprocessor_,
             self.global_glm_,
             getattr(self, "_terms", None),
-            hold_bases=_splines_local_of(self) == "linear",
+            hold_bases=glm_fit.splines_local_of(self) == "linear",
         )
 
+    def _global_theta_user(self) -> np.ndarray:
+        """The global GLM's ``[n_outputs, 1 + p]`` (intercept, slopes), user units."""
+        return self.predictor().global_theta_user()
 
-def _check_location_columns(columns) -> None:
-    if columns is None:
-        return
-    if isinstance(columns, (str, bytes)) or not hasattr(columns, "__iter__"):
-        raise ValueError(
-            "The 'location_columns' parameter must be None or a list of column "
-            f"names or indices; got {columns!r}."
+    # --------------------------------------------------------------- readers
+    def local_coef(self, X, offset=None, interval=None) -> pd.DataFrame:
+        """Per-row GLM coefficients: the global GLM plus each row's deviation.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        offset : float or array-like of shape (n_samples,), default=None
+            Accepted for symmetry with ``predict``; it does not change coefficients.
+        interval : float or None, default=None
+            With a level in (0, 1), e.g. 0.9, also the lower and upper bounds
+            of each coefficient from the bootstrap members of the fit
+            (``interval_members``; see :mod:`autoglm_graph.intervals`). For
+            a model that is the global GLM, the GLM's Wald interval on every
+            row: ``coef_table(X_train, y_train, alpha=1 - interval)``'s
+            ``ci_lower`` and ``ci_upper``.
+
+        Returns
+        -------
+        DataFrame of shape (n_samples, n_terms)
+            Columns ``intercept`` (absent with ``fit_intercept=False``) and
+            ``feature_names_out_``; for the multinomial family a (class, term)
+            column MultiIndex. With ``interval``, three times as many columns
+            under a first column level ``statistic``: ``"coef"`` (the frame
+            above), ``"lower"`` and ``"upper"``, so that
+            ``local_coef(X, interval=0.9)["lower"]`` is shaped as
+            ``local_coef(X)``.
+        """
+        return reading.local_coef(self, X, offset, interval)
+
+    @with_thread_limit
+    def explain(self, X) -> pd.DataFrame:
+        """The training rows each row attended to, with attention weights.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+
+        Returns
+        -------
+        DataFrame
+            One line per (row, neighbour): ``row`` (X's index, or position),
+            ``neighbor`` (the training row's index in the training data, or its
+            position), ``rank``, ``similarity`` and ``attention`` (last layer,
+            mean over heads), sorted by row then rank. Empty when the fitted
+            model is the global GLM.
+        """
+        return reading.explain(self, X, self._train_index)
+
+    def coef_table(
+        self,
+        X,
+        y,
+        sample_weight=None,
+        offset=None,
+        cov_type: str = "fisher",
+        alpha: float = 0.05,
+        weights: str = "variance",
+    ) -> pd.DataFrame:
+        """The global GLM's coefficients with standard errors, z, p and CIs.
+
+        See :func:`autoglm_graph.explain.coef_table`.
+
+        Parameters
+        ----------
+        X, y, sample_weight, offset
+            The data of the fit (the estimator does not keep its design).
+        cov_type : {"fisher", "sandwich"}, default="fisher"
+        alpha : float, default=0.05
+            Level of the confidence intervals (not the L2 penalty).
+        weights : {"variance", "frequency"}, default="variance"
+            What ``sample_weight`` means for the standard errors
+            (statsmodels' ``var_weights`` or ``freq_weights``).
+
+        Returns
+        -------
+        DataFrame
+            ``coef``, ``std_err``, ``z``, ``p_value``, ``ci_lower``,
+            ``ci_upper`` per term.
+        """
+        from ..glm import coef_table
+
+        return coef_table(
+            self,
+            X,
+            y,
+            sample_weight,
+            offset,
+            cov_type=cov_type,
+            alpha=alpha,
+            weights=weights,
         )
-    columns = list(columns)
-    if not columns or not all(
-        isinstance(c, (str, int, np.integer)) and not isinstance(c, bool)
-        for c in columns
+
+    def wald_test_terms(
+        self,
+        X,
+        y,
+        sample_weight=None,
+        offset=None,
+        cov_type: str = "fisher",
+        weights: str = "variance",
+    ) -> pd.DataFrame:
+        """Joint Wald tests per term of the global GLM (a categorical
+        column's levels together), as statsmodels' ``wald_test_terms``.
+
+        See :func:`autoglm_graph.explain.wald_test_terms`.
+
+        Parameters
+        ----------
+        X, y, sample_weight, offset
+            The data of the fit.
+        cov_type : {"fisher", "sandwich"}, default="fisher"
+        weights : {"variance", "frequency"}, default="variance"
+
+        Returns
+        -------
+        DataFrame
+            ``chi2``, ``df`` and ``p_value`` per term.
+        """
+        from ..glm import wald_test_terms
+
+        return wald_test_terms(
+            self, X, y, sample_weight, offset, cov_type=cov_type, weights=weights
+        )
+
+    def summary(
+        self,
+        X,
+        y,
+        sample_weight=None,
+        offset=None,
+        *,
+        alpha: float = 0.05,
+        cov_type: str = "fisher",
+        weights: str = "variance",
     ):
-        raise ValueError(
-            "The 'location_columns' parameter must list at least one column "
-            f"name or index; got {columns!r}."
+        """The global GLM's summary table, as statsmodels' ``GLMResults.summary()``.
+
+        See :func:`autoglm_graph.summary.glm_summary`.
+
+        Parameters
+        ----------
+        X, y, sample_weight, offset
+            The data of the fit (the estimator keeps neither its design nor y).
+        alpha : float, default=0.05
+            Level of the confidence intervals (not the L2 penalty).
+        cov_type : {"fisher", "sandwich"}, default="fisher"
+        weights : {"variance", "frequency"}, default="variance"
+            What ``sample_weight`` means (statsmodels' ``var_weights`` or
+            ``freq_weights``).
+
+        Returns
+        -------
+        GLMSummary
+            ``print`` it for the table: family, link, rows, parameters,
+            deviance, null deviance, D², log-likelihood, AIC, BIC, scale and
+            the coefficients; ``.header`` (dict) and ``.coefficients``
+            (DataFrame) hold the numbers.
+        """
+        from ..glm import glm_summary
+
+        return glm_summary(
+            self,
+            X,
+            y,
+            sample_weight,
+            offset,
+            alpha=alpha,
+            cov_type=cov_type,
+            weights=weights,
         )
 
+    def factor_table(
+        self,
+        X,
+        y=None,
+        sample_weight=None,
+        offset=None,
+        *,
+        alpha: float = 0.05,
+        cov_type: str = "fisher",
+        weights: str = "variance",
+    ) -> pd.DataFrame:
+        """Per term and level: relativity, its interval, weight and local spread.
 
-def _check_rare_levels(min_frequency, max_categories) -> None:
-    """``min_frequency`` and ``max_categories`` as the preprocessor takes them."""
-    if min_frequency is not None:
-        is_count = isinstance(min_frequency, (int, np.integer)) and min_frequency >= 1
-        is_share = isinstance(min_frequency, (float, np.floating)) and (
-            0 < min_frequency < 1
+        See :func:`autoglm_graph.tariffs.factor_table`.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,), default=None
+            With the data of the fit, the standard errors and intervals
+            (else NaN).
+        sample_weight, offset : array-like of shape (n_samples,), default=None
+        alpha : float, default=0.05
+        cov_type : {"fisher", "sandwich"}, default="fisher"
+        weights : {"variance", "frequency"}, default="variance"
+
+        Returns
+        -------
+        DataFrame
+            One row per term and level (see the function).
+        """
+        from ..explain import factor_table
+
+        return factor_table(
+            self,
+            X,
+            y,
+            sample_weight,
+            offset,
+            alpha=alpha,
+            cov_type=cov_type,
+            weights=weights,
         )
-        if isinstance(min_frequency, bool) or not (is_count or is_share):
-            raise ValueError(
-                "The 'min_frequency' parameter must be None (keep every level), "
-                "an int >= 1 (a count of rows) or a float in (0, 1) (a share of "
-                f"rows); got min_frequency={min_frequency!r}."
-            )
-    check_number("max_categories", max_categories, integer=True, low=1, allow_none=True)
 
+    def local_coef_summary(self, X, offset=None) -> pd.DataFrame:
+        """How the per-row coefficients vary over the rows of X, per term.
 
-def _group_codes(groups, n_samples: int) -> np.ndarray | None:
-    """Integer codes of ``groups`` (None passes through), checked for length."""
-    if groups is None:
-        return None
-    groups = np.asarray(groups)
-    if groups.ndim != 1 or groups.shape[0] != n_samples:
-        raise ValueError(
-            f"groups must be a 1-d array with one value per row ({n_samples}); "
-            f"got shape {groups.shape}."
-        )
-    return np.unique(groups, return_inverse=True)[1]
+        See :func:`autoglm_graph.explain.local_coef_summary`.
 
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        offset : float or array-like of shape (n_samples,), default=None
 
-def outcome_features(
-    family: Family,
-    y: np.ndarray,
-    eta_global: np.ndarray,
-    sample_weight: np.ndarray,
-    train_pos: np.ndarray,
-) -> np.ndarray:
-    """What a training row's messages say about its outcome, standardised.
+        Returns
+        -------
+        DataFrame
+            ``global``, ``mean``, ``sd``, quantiles and
+            ``opposite_sign_share`` per term.
+        """
+        from ..glm import local_coef_summary
 
-    Two blocks: the family's ``outcome_transform`` of the target (the log,
-    smoothed so that log(0) is finite, under the log link; one-hot classes for
-    multinomial) and its ``residual`` under the global GLM (Pearson; y - mu for
-    multinomial). Standardised with the training rows' weighted moments.
-    """
-    y2 = y.reshape(len(y), -1).astype(np.float64)
-    eta = torch.as_tensor(eta_global if y2.shape[1] > 1 else eta_global[:, 0])
-    mu = family.inverse_link(eta).numpy().reshape(len(y), -1)
-    transformed = family.outcome_transform(y2, train_pos, sample_weight)
-    features = np.concatenate([transformed, family.residual(y2, mu)], axis=1)
-    weights = sample_weight[train_pos]
-    mean = np.average(features[train_pos], axis=0, weights=weights)
-    std = np.sqrt(
-        np.average((features[train_pos] - mean) ** 2, axis=0, weights=weights)
-    )
-    return (features - mean) / np.where(std > 1e-12, std, 1.0)
+        return local_coef_summary(self, X, offset)
+
+    # ----------------------------------------------------------- persistence
+    def save(self, path):
+        """Save the fitted model without pickle; read it with ``autoglm_graph.load``.
+
+        See :func:`autoglm_graph.persistence.save_model`: safetensors and JSON
+        (and skops for the preprocessing), in a directory or a ``.zip`` file.
+
+        Parameters
+        ----------
+        path : str or path-like
+            A directory, or a file whose name ends in ``.zip``.
+
+        Returns
+        -------
+        pathlib.Path
+            The path written.
+
+        Notes
+        -----
+        The bootstrap members of ``interval_members`` and the bias estimate
+        of ``interval_settings`` are saved with the model, so that the loaded
+        model's ``local_coef(X, interval=...)`` is the same.
+        """
+        return save_model(self, path)
+
+    def to_state(self) -> dict:
+        """The estimator's state: its parameters and its fitted state.
+
+        What :func:`~autoglm_graph.persistence.save_model` writes, and what
+        :meth:`from_state` builds an estimator from.
+
+        Returns
+        -------
+        dict
+            ``"estimator"`` (the class name) and ``"params"``; for a fitted
+            estimator also ``"fitted"`` (its fitted attributes: plain data,
+            arrays and the fitted parts), ``"glm_terms"``, ``"train_index"``,
+            ``"network"`` and ``"interval_members"`` (the members' states).
+            It shares the estimator's objects (no copy).
+        """
+        return state_io.to_state(self)
+
+    @classmethod
+    def from_state(cls, state: dict) -> BaseGraphGLM:
+        """The estimator of a state, as :meth:`to_state` gives it.
+
+        The one path by which :func:`~autoglm_graph.persistence.load_model`
+        builds a loaded estimator.
+
+        Parameters
+        ----------
+        state : dict
+            From :meth:`to_state` (or read from a file): its ``"params"`` are
+            validated as ``fit`` validates them.
+
+        Returns
+        -------
+        BaseGraphGLM
+            Fitted when the state has ``"fitted"``, else unfitted.
+        """
+        return state_io.from_state(cls, state)
+
+    def __getstate__(self):
+        # The fitted network pickles through its state() (tensors on the CPU);
+        # network_ is its net, restored with it.
+        state = self.__dict__.copy()
+        if state.get("_fitted") is not None:
+            state["network_"] = None
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        if "device_" in state:
+            try:
+                self.device_ = resolve_device(self.device)
+            except ValueError:  # e.g. fitted on a GPU, loaded where there is none
+                self.device_ = torch.device("cpu")
+        if getattr(self, "_fitted", None) is not None:
+            self._fitted = self._fitted.to(self.device_)
+            self.network_ = self._fitted.net

@@ -1,88 +1,108 @@
-"""Fitting the location effect of ``location_columns`` (:class:`_LocationMixin`).
+"""The location effect's part of ``fit`` (``location_columns``).
 
 The effect itself (its search and its selection) is
-:mod:`autoglm_graph.location`'s; this mixin maps the estimator's parameters
-and fitted preprocessor onto it during ``fit``.
+:func:`autoglm_graph.network.fit_location_effect`'s; this part maps the
+estimator's parameters and fitted preprocessor onto it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from ..network import fit_location_effect
+from ..network import LocationEffect, fit_location_effect
+from ._rows import FitRows
 
 
-class _LocationMixin:
-    """``fit``'s location effect step of :class:`~autoglm_graph._base.BaseGraphGLM`."""
+@dataclass(frozen=True)
+class LocationFit:
+    """What the location effect's part gives the estimator.
 
-    def _location_design_columns(self) -> list[int]:
-        """Design columns of ``location_columns`` (numeric columns only)."""
-        names_in = getattr(self, "feature_names_in_", None)
-        numeric = set(map(str, self.preprocessor_.numeric_features_))
-        out = list(map(str, self.preprocessor_.get_feature_names_out()))
-        columns = []
-        for column in self.location_columns:
-            if isinstance(column, (int, np.integer)):
-                if not 0 <= column < self.n_features_in_:
-                    raise ValueError(
-                        f"location_columns: column {column} is out of range for "
-                        f"{self.n_features_in_} features."
-                    )
-                column = names_in[column] if names_in is not None else f"x{column}"
-            name = str(column)
-            if name not in numeric or name not in out:
-                raise ValueError(
-                    f"location_columns: {name!r} is not a numeric, non-constant "
-                    f"column of X (numeric columns: {sorted(numeric)})."
-                )
-            columns.append(out.index(name))
-        return columns
+    Attributes
+    ----------
+    effect : LocationEffect or None
+        The kept effect (``location_effect_``); None when not worth keeping.
+    report : dict
+        Its chosen size and coefficient, its validation gain (``location_report_``).
+    shift : ndarray of shape (n_samples,) or None
+        The linear predictor's shift of every row of the fit (leave-one-out on
+        the training rows); None without the effect.
+    """
 
-    def _fit_location(
-        self, design, y_model, sample_weight, offset, train_pos, val_pos, groups
-    ) -> np.ndarray | None:
-        """Fit ``location_effect_`` (:mod:`autoglm_graph.location`); returns the
-        linear predictor's shift of every row (None without the effect)."""
-        if self.location_columns is None:
-            return None
-        if self._n_outputs != 1:
-            raise ValueError(
-                "location_columns needs a single-output family; the multinomial "
-                "family has one linear predictor per class."
-            )
-        if groups is not None:
-            raise ValueError(
-                "location_columns cannot be combined with groups yet: a row's "
-                "neighbourhood would hold rows of its own group."
-            )
-        columns = self._location_design_columns()
-        predictor = self.predictor()
-        eta = predictor.global_eta(design, offset)[:, 0]
-        locations = predictor.locations(design, columns)
+    effect: LocationEffect | None
+    report: dict
+    shift: np.ndarray | None
 
-        def rows(positions):
-            if positions is None or not len(positions):
-                return None
-            return (
-                locations[positions],
-                y_model[positions],
-                eta[positions],
-                sample_weight[positions],
-            )
 
-        effect, train_shift, report = fit_location_effect(
-            self.family_,
-            columns,
-            rows(train_pos),
-            rows(val_pos),
-            self.location_neighbors,
+def fit_location(
+    estimator, rows: FitRows, train_pos: np.ndarray, val_pos: np.ndarray | None
+) -> LocationFit | None:
+    """Fit the location effect of ``location_columns`` on the training rows,
+    kept when it lowers the deviance; None without ``location_columns``."""
+    if estimator.location_columns is None:
+        return None
+    if estimator._n_outputs != 1:
+        raise ValueError(
+            "location_columns needs a single-output family; the multinomial "
+            "family has one linear predictor per class."
         )
-        self.location_report_ = report
-        if effect is None:
+    if rows.groups is not None:
+        raise ValueError(
+            "location_columns cannot be combined with groups yet: a row's "
+            "neighbourhood would hold rows of its own group."
+        )
+    columns = _design_columns(estimator)
+    predictor = estimator.predictor()
+    eta = predictor.global_eta(rows.design, rows.offset)[:, 0]
+    locations = predictor.locations(rows.design, columns)
+
+    def subset(positions):
+        if positions is None or not len(positions):
             return None
-        self.location_effect_ = effect
-        shift = np.zeros(design.shape[0])
-        shift[train_pos] = train_shift
-        if val_pos is not None and len(val_pos):
-            shift[val_pos] = effect.shift(locations[val_pos])
-        return shift
+        return (
+            locations[positions],
+            rows.y[positions],
+            eta[positions],
+            rows.sample_weight[positions],
+        )
+
+    effect, train_shift, report = fit_location_effect(
+        estimator.family_,
+        columns,
+        subset(train_pos),
+        subset(val_pos),
+        estimator.location_neighbors,
+    )
+    if effect is None:
+        return LocationFit(None, report, None)
+    shift = np.zeros(rows.n_samples)
+    shift[train_pos] = train_shift
+    if val_pos is not None and len(val_pos):
+        shift[val_pos] = effect.shift(locations[val_pos])
+    return LocationFit(effect, report, shift)
+
+
+def _design_columns(estimator) -> list[int]:
+    """Design columns of ``location_columns`` (numeric columns only)."""
+    preprocessor = estimator.preprocessor_
+    names_in = getattr(estimator, "feature_names_in_", None)
+    numeric = set(map(str, preprocessor.numeric_features_))
+    out = list(map(str, preprocessor.get_feature_names_out()))
+    columns = []
+    for column in estimator.location_columns:
+        if isinstance(column, (int, np.integer)):
+            if not 0 <= column < estimator.n_features_in_:
+                raise ValueError(
+                    f"location_columns: column {column} is out of range for "
+                    f"{estimator.n_features_in_} features."
+                )
+            column = names_in[column] if names_in is not None else f"x{column}"
+        name = str(column)
+        if name not in numeric or name not in out:
+            raise ValueError(
+                f"location_columns: {name!r} is not a numeric, non-constant "
+                f"column of X (numeric columns: {sorted(numeric)})."
+            )
+        columns.append(out.index(name))
+    return columns

@@ -47,9 +47,9 @@ class Predictor:
     check_X : callable
         Validates new rows against those of ``fit`` (the estimator's
         ``validate_data``); returns them.
-    chunk_rows : int
+    predict_chunk : int
         Rows per call of the network (bounds memory; results do not depend
-        on it).
+        on it): ``FitPolicy.predict_chunk``.
     n_jobs : int or None, default=None
         Threads of :meth:`coefficients` (scikit-learn's meaning).
     location_effect : LocationEffect or None, default=None
@@ -66,7 +66,7 @@ class Predictor:
     global_glm: GlobalGLM
     n_outputs: int
     check_X: Callable
-    chunk_rows: int
+    predict_chunk: int
     n_jobs: int | None = None
     location_effect: LocationEffect | None = None
     network: FittedNetwork | None = None
@@ -161,8 +161,8 @@ class Predictor:
         from ..network import RowData, linear_predictor
 
         deltas = [
-            self.query(design[s : s + self.chunk_rows])
-            for s in range(0, design.shape[0], self.chunk_rows)
+            self.query(design[s : s + self.predict_chunk])
+            for s in range(0, design.shape[0], self.predict_chunk)
         ]
         delta = torch.cat(deltas).double()
         terms = self.glm_terms

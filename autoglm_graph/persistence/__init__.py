@@ -16,7 +16,7 @@ from ..utils import lazy_exports
 #: Public name -> the module of this area that defines it.
 _EXPORTS = {
     "ModelFileError": "_container",
-    "TRUSTED_PREPROCESSOR_TYPES": "_io",
+    "TRUSTED_PREPROCESSOR_TYPES": "_skops",
     "check_save_path": "_container",
     "load_model": "_io",
     "register_estimator": "_saving",
@@ -34,5 +34,6 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # static analysers (and import-linter) see the names
     from ._container import ModelFileError, check_save_path
-    from ._io import TRUSTED_PREPROCESSOR_TYPES, load_model
+    from ._io import load_model
     from ._saving import register_estimator, save_model
+    from ._skops import TRUSTED_PREPROCESSOR_TYPES

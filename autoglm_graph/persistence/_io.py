@@ -33,10 +33,17 @@ implies, and anything unexpected raises :class:`ModelFileError`. Loading is
 bounded: each member's size is checked before it is read
 (:data:`MAX_MEMBER_BYTES`), zip members that inflate too much, duplicated or
 encrypted ones are refused, ``model.json`` may nest only ``MAX_JSON_DEPTH``
-levels (these checks of the container live in :mod:`autoglm_graph._container`),
-and the network's configuration must fit the stored tensors before a module is
-built (the shapes of a fitted network's tensors are those of
-``autoglm_graph._fitted.FittedNetwork.expected_shapes``).
+levels (these checks of the container live in :mod:`._container`), and the
+network's configuration must fit the stored tensors before a module is built
+(the shapes of a fitted network's tensors are those of
+``autoglm_graph.network.FittedNetwork.expected_shapes``).
+
+A file holds an estimator's state (its ``to_state()``, written by
+:mod:`._saving`). Loading reads each model of the file back into a state
+(:func:`_state`: the parameters, then each fitted part, read and checked by
+:mod:`._fitted_state`; the preprocessor by :mod:`._skops`) and builds the
+estimator from it through its class's ``from_state``, the one constructor
+path of a loaded estimator.
 
 Why skops for the preprocessing, rather than re-creating it from JSON: the
 fitted ``ColumnTransformer``/``OneHotEncoder``/``MissingIndicator`` keep much
@@ -51,27 +58,14 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import importlib.abc
-import io
 import os
-import sys
-import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-from sklearn.base import is_classifier
 
-from ..glm import (
-    SPLINES_LOCAL,
-    FormulaDesign,
-    GLMTerms,
-    GlobalGLM,
-    SplineDesign,
-    get_family,
-)
-from ..network import LocationEffect, check_constraint_params
-from ..preprocessing import TabularPreprocessor
+from ..glm import SPLINES_LOCAL, get_family
+from ..network import check_constraint_params
 from ..utils import resolve_device
 from ._container import (
     _SCALARS,
@@ -84,20 +78,21 @@ from ._container import (
     PREPROCESSOR_NAME,
     TENSORS_NAME,
     ModelFileError,
-    _bool,
-    _fit_times,
-    _history,
-    _int,
     _labels_from_json,
-    _number,
-    _str_list,
     check_save_path,
-    checked_infos,
     parse_json,
     read_members,
 )
+from ._fitted_state import (
+    read_classes,
+    read_features,
+    read_fit_record,
+    read_glm_terms,
+    read_global_glm,
+    read_intervals,
+    read_location,
+)
 from ._io_checks import (
-    LOCATION_ARRAYS,
     MAX_LAYERS,
     check_tensors,
     check_trainer_config,
@@ -107,6 +102,7 @@ from ._io_checks import (
     trainer_keys,
 )
 from ._saving import ESTIMATORS, register_estimator, save_model
+from ._skops import TRUSTED_PREPROCESSOR_TYPES, load_preprocessor
 
 if TYPE_CHECKING:
     import torch
@@ -135,17 +131,6 @@ __all__ = [
     "register_estimator",
     "save_model",
 ]
-
-#: Types outside skops' own scikit-learn/numpy allow-list that a fitted
-#: TabularPreprocessor contains: the class itself, the two module-level
-#: functions of its FunctionTransformers, its imputer's median, and numpy's dtype.
-TRUSTED_PREPROCESSOR_TYPES: tuple[str, ...] = (
-    "autoglm_graph.preprocessing.TabularPreprocessor",
-    "autoglm_graph.preprocessing._as_object_with_nan",
-    "autoglm_graph.preprocessing._as_str",
-    "autoglm_graph.preprocessing._column_median",
-    "numpy.dtype",
-)
 
 
 # ---------------------------------------------------------------------- load
@@ -188,15 +173,17 @@ def load_model(path: str | os.PathLike):
     _check_header(config)
     tensors = _read_tensors(members[TENSORS_NAME], _has_network(config))
     try:
-        preprocessor = _load_preprocessor(members[PREPROCESSOR_NAME])
+        preprocessor = load_preprocessor(members[PREPROCESSOR_NAME])
         member_configs = _member_configs(config)
         tensors, member_tensors = _split_member_tensors(tensors, len(member_configs))
-        model = _build(config, tensors, preprocessor)
-        model.interval_members_ = [
-            _build({**member, "estimator": config["estimator"]}, own, preprocessor)
+        cls = _estimator_class(config)
+        state = _state(cls, config, tensors, preprocessor)
+        # The members share the model's class and preprocessor.
+        state["interval_members"] = [
+            _state(cls, member, own, preprocessor)
             for member, own in zip(member_configs, member_tensors, strict=True)
         ]
-        return model
+        return cls.from_state(state)
     except ModelFileError:
         raise
     except (
@@ -299,50 +286,6 @@ def _split_member_tensors(
     return own, members
 
 
-class _RefuseModules(importlib.abc.MetaPathFinder):
-    """An import finder that refuses (ImportError) the modules ``names``."""
-
-    def __init__(self, names: frozenset[str]) -> None:
-        self.names = names
-
-    def find_spec(self, name, path=None, target=None):
-        if name in self.names:
-            raise ImportError(f"{name} is not imported while skops is imported.")
-        return None
-
-
-#: The array-library adapters of scikit-learn's vendored array_api_compat
-#: (numpy's aside): importing one imports its library.
-_ARRAY_ADAPTERS = frozenset(
-    f"sklearn.externals.array_api_compat.{name}"
-    for name in ("torch", "cupy", "dask", "jax")
-)
-
-
-def _skops_io():
-    """``skops.io``, imported without importing torch.
-
-    skops lists scikit-learn's estimators when it is imported
-    (``sklearn.utils.all_estimators``, its allow-list), and that walk imports
-    every package of scikit-learn, the vendored ``array_api_compat.torch``
-    included, which imports torch: a second of a GLM-only load. The walk
-    skips a package that raises ImportError, and none of these adapters holds
-    an estimator, so they are refused while skops is imported (its list is
-    the same); scikit-learn imports them as usual afterwards.
-    """
-    if "skops.io" in sys.modules or "torch" in sys.modules:
-        import skops.io
-
-        return skops.io
-    refuse = _RefuseModules(_ARRAY_ADAPTERS)
-    sys.meta_path.insert(0, refuse)
-    try:
-        import skops.io
-    finally:
-        sys.meta_path.remove(refuse)
-    return skops.io
-
-
 def _device(model, network: bool):
     """The loaded model's ``device_``: the device its ``device`` parameter
     resolves to here (the CPU when that one is not available) for a model
@@ -358,40 +301,8 @@ def _device(model, network: bool):
         return torch.device("cpu")
 
 
-def _load_preprocessor(data: bytes) -> TabularPreprocessor:
-    # The skops file is a zip too: bound what skops would inflate.
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as zf:
-            limit = MAX_MEMBER_BYTES[PREPROCESSOR_NAME]
-            checked_infos(zf, PREPROCESSOR_NAME, None, limit)
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
-        if isinstance(exc, ModelFileError):
-            raise
-        raise ModelFileError(f"{PREPROCESSOR_NAME} is not readable: {exc}") from exc
-    sio = _skops_io()
-    try:
-        untrusted = sio.get_untrusted_types(data=data)
-    except Exception as exc:
-        raise ModelFileError(f"{PREPROCESSOR_NAME} is not readable: {exc}") from exc
-    unknown = sorted(set(untrusted) - set(TRUSTED_PREPROCESSOR_TYPES))
-    if unknown:
-        raise ModelFileError(
-            f"{PREPROCESSOR_NAME} names types outside the allow-list: "
-            f"{', '.join(unknown)}."
-        )
-    try:
-        pre = sio.loads(data, trusted=list(TRUSTED_PREPROCESSOR_TYPES))
-    except Exception as exc:
-        raise ModelFileError(f"{PREPROCESSOR_NAME} is not readable: {exc}") from exc
-    if type(pre) is not TabularPreprocessor:
-        raise ModelFileError(
-            f"{PREPROCESSOR_NAME} holds a {type(pre).__name__}, not a "
-            "TabularPreprocessor."
-        )
-    return pre
-
-
-def _build(config: dict, tensors: dict[str, Tensor], preprocessor):
+def _estimator_class(config: dict) -> type:
+    """The registered estimator class that ``config`` names."""
     # The classes register themselves (``register_estimator``) when their
     # module is imported; by name, as a plug-in: persistence sits below them.
     importlib.import_module("autoglm_graph.estimators")
@@ -400,237 +311,66 @@ def _build(config: dict, tensors: dict[str, Tensor], preprocessor):
         raise ModelFileError(
             f"Unknown estimator {name!r}; expected one of {', '.join(ESTIMATORS)}."
         )
-    cls = ESTIMATORS[name]
-    model = cls._from_params(_params_from_json(cls, config.get("params")))
+    return ESTIMATORS[name]
+
+
+def _state(cls, config: dict, tensors: dict[str, Tensor], preprocessor) -> dict:
+    """The state (``cls.from_state``'s) of one model of the file: its
+    parameters validated as ``fit`` validates them, its tensors checked
+    against its configuration, then each fitted part read and checked."""
+    params = _params_from_json(cls, config.get("params"))
+    model = cls.from_state({"params": params})  # unfitted: checks read it
     fitted = config["fitted"]
     if not isinstance(fitted, dict):
         raise ModelFileError("fitted must be a JSON object.")
     family = family_from_json(config.get("family"))
     device = _device(model, "network" in fitted)
-    expected = expected_shapes(fitted, tensors, family, model)
-    check_tensors(tensors, expected)
-    model.family_ = family
-    model.device_ = device
-    model.preprocessor_ = preprocessor
-    model.n_features_in_ = _int(fitted["n_features_in_"], "n_features_in_", low=0)
-    if model.n_features_in_ != getattr(preprocessor, "n_features_in_", None):
-        raise ModelFileError(
-            f"n_features_in_={model.n_features_in_} is not the preprocessor's "
-            f"{getattr(preprocessor, 'n_features_in_', None)}."
-        )
-    if "feature_names_in_" in fitted:
-        model.feature_names_in_ = np.asarray(
-            _str_list(fitted["feature_names_in_"]), dtype=object
-        )
-        if len(model.feature_names_in_) != model.n_features_in_:
-            raise ModelFileError("feature_names_in_ has n_features_in_ names.")
-    model.feature_names_out_ = np.asarray(
-        _str_list(fitted["feature_names_out_"]), dtype=object
+    check_tensors(tensors, expected_shapes(fitted, tensors, family, model))
+    attributes = {"family_": family, "device_": device, "preprocessor_": preprocessor}
+    attributes.update(read_features(fitted, preprocessor))
+    terms, attributes["base_levels_"] = read_glm_terms(
+        fitted, preprocessor, attributes, model.fit_intercept
     )
-    _glm_terms(model, fitted, preprocessor)
-    if "classes_" in fitted:
-        if not is_classifier(model):
-            raise ModelFileError("Only a classifier has classes_.")
-        model.classes_ = _labels_from_json(fitted["classes_"], tensors, "classes_")
-        n_classes = len(model.classes_)
-        n_outputs = tensors["global_glm.coef"].shape[0]
-        if n_classes < 2 or n_outputs != (1 if n_classes == 2 else n_classes):
-            raise ModelFileError(
-                f"{n_classes} classes do not fit {n_outputs} linear predictor(s)."
-            )
-    elif is_classifier(model):
-        raise ModelFileError("A saved classifier must have classes_.")
-    glm_info = fitted["global_glm"]
-    glm = GlobalGLM(
-        coef=np.array(tensors["global_glm.coef"]),  # copies
-        intercept=np.array(tensors["global_glm.intercept"]),
-        n_iter=_int(glm_info["n_iter"], "global_glm.n_iter", low=0),
-        converged=_bool(glm_info["converged"], "global_glm.converged"),
-    )
-    model.is_global_only_ = _bool(fitted["is_global_only_"], "is_global_only_")
-    reason = fitted["global_only_reason_"]
-    if reason is not None and not isinstance(reason, str):
-        raise ModelFileError(f"global_only_reason_ must be a string; got {reason!r}.")
-    model.global_only_reason_ = reason
-    model.history_ = _history(fitted["history_"])
-    if "fit_times_" in fitted:  # files written before it was recorded lack it
-        model.fit_times_ = _fit_times(fitted["fit_times_"])
-    model.n_iter_ = _int(fitted["n_iter_"], "n_iter_", low=0)
-    model.offset_used_ = _bool(fitted["offset_used_"], "offset_used_")
-    # Files from before it lack it: predict then checks the offset's spread only.
-    bounds = fitted.get("offset_range_")
-    model.offset_range_ = None
-    if bounds is not None:
-        if not isinstance(bounds, list) or len(bounds) != 2:
-            raise ModelFileError(f"offset_range_ must be [min, max]; got {bounds!r}.")
-        model.offset_range_ = tuple(_number(v, "offset_range_") for v in bounds)
-    if "best_epoch_" in fitted:
-        model.best_epoch_ = _int(fitted["best_epoch_"], "best_epoch_", low=0)
-    for key in ("validation_gain_", "validation_gain_se_", "balance_correction_"):
-        if key in fitted:
-            setattr(model, key, _number(fitted[key], key))
-    interval_bias = fitted.get("interval_bias_")
-    if interval_bias is not None:
-        n_names = len(fitted["feature_names_out_"])
-        interval_bias = _interval_bias(interval_bias, n_names)
-    interval_cov = fitted.get("interval_cov_")
-    if interval_cov is not None:
-        n_coef = len(fitted["feature_names_out_"]) + int(model.fit_intercept)
-        interval_cov = _interval_cov(interval_cov, glm.coef.shape[0] * n_coef)
-    train_index = (
-        _labels_from_json(fitted["train_index"], tensors, "train_index")
-        if "train_index" in fitted
-        else None
-    )
-    network = None
-    if "network" in fitted:
-        if train_index is None:
-            raise ModelFileError("train_positions do not index the training rows.")
-        n_outputs = int(tensors["global_glm.coef"].shape[0])
-        network = _restore_network(
-            model, fitted["network"], tensors, device, n_outputs, len(train_index)
-        )
-    model.location_effect_ = _location_effect(fitted, tensors, model)
-    model.location_report_ = None
-    if "location_report_" in fitted:
-        report = fitted["location_report_"]
-        if not isinstance(report, dict) or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool)
-            for v in report.values()
-        ):
-            raise ModelFileError("location_report_ must be an object of numbers.")
-        model.location_report_ = report
-    if network is None and model.location_effect_ is None and not model.is_global_only_:
+    attributes.update(read_classes(fitted, tensors, model))
+    glm = attributes["global_glm_"] = read_global_glm(fitted, tensors)
+    attributes.update(read_fit_record(fitted))
+    attributes.update(read_intervals(fitted, glm.coef.shape[0], model.fit_intercept))
+    train_index, network = _training_rows(model, fitted, tensors, device)
+    n_terms = len(attributes["feature_names_out_"])
+    attributes.update(read_location(fitted, tensors, n_terms))
+    if (
+        network is None
+        and attributes["location_effect_"] is None
+        and not attributes["is_global_only_"]
+    ):
         raise ModelFileError(
             "A model that is not global-only needs its network or location effect."
         )
-    model._restore(glm, train_index, network)
-    model.interval_bias_ = interval_bias
-    model.interval_cov_ = interval_cov
-    return model
-
-
-def _glm_terms(model, fitted: dict, preprocessor) -> None:
-    """The global GLM's terms (files written before they were saved: every
-    design column), checked against the preprocessor's features."""
-    names = list(preprocessor.get_feature_names_out())
-    spec = fitted.get("glm_terms", {"columns": list(range(len(names)))})
-    if not isinstance(spec, dict) or not isinstance(spec.get("columns"), list):
-        raise ModelFileError("fitted.glm_terms must be a JSON object with columns.")
-    if "formula" in spec:
-        _formula_terms(model, spec["formula"], len(names))
-        return
-    splines = _splines(spec.get("splines"), len(names))
-    width = 0 if splines is None else len(splines.shift)
-    columns = [
-        _int(c, "glm_terms.columns", low=0, high=max(len(names) - 1, 0))
-        for c in spec["columns"][: len(spec["columns"]) - width]
-    ]
-    if sorted(set(columns)) != columns or (columns and not names):
-        raise ModelFileError("glm_terms.columns must be increasing design columns.")
-    spline_names = [] if splines is None else splines.names
-    if [names[c] for c in columns] + spline_names != list(model.feature_names_out_):
-        raise ModelFileError(
-            f"{PREPROCESSOR_NAME} does not produce the features of {JSON_NAME}."
-        )
-    bases = spec.get("base_levels", {})
-    if not isinstance(bases, dict) or not all(
-        isinstance(v, str) for v in bases.values()
-    ):
-        raise ModelFileError("glm_terms.base_levels must map columns to strings.")
-    model.base_levels_ = dict(bases)
-    model._terms = GLMTerms.from_preprocessor(
-        preprocessor, columns, getattr(model, "fit_intercept", True)
-    )
-    if splines is not None:
-        model._terms = model._terms.with_splines(splines, len(names))
-    _network_bases(model, spec.get("network_bases", []), preprocessor)
-
-
-def _network_bases(model, bases, preprocessor) -> None:
-    """The base levels the network varies too (files written before: none)."""
-    if not isinstance(bases, list) or not all(type(b) is int for b in bases):
-        raise ModelFileError("glm_terms.network_bases must be a list of columns.")
-    if not bases:
-        return
-    blocks = [
-        block
-        for block in preprocessor.categorical_blocks()
-        if {int(c) for c in block} & set(bases)
-    ]
-    terms = model._terms.vary_bases(blocks)
-    varied = sorted(b for b, _ in terms.varied_bases or ())
-    if varied != sorted(bases) or terms.splines is not None:
-        raise ModelFileError(
-            "glm_terms.network_bases must be base levels the GLM leaves out."
-        )
-    model._terms = terms
-
-
-def _splines(state, n_context: int) -> SplineDesign | None:
-    """The splines' design saved in ``glm_terms.splines`` (None: none)."""
-    if state is None:
-        return None
-    try:
-        splines = SplineDesign.from_state(state)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ModelFileError(f"glm_terms.splines is not readable: {exc}") from exc
-    if any(not 0 <= t.position < n_context for t in splines.terms):
-        raise ModelFileError("glm_terms.splines names columns the design lacks.")
-    return splines
-
-
-def _formula_terms(model, state, n_context: int) -> None:
-    """The GLM's terms of a formula, rebuilt from its saved state; its
-    expressions may call formulaic's transforms and numpy's ufuncs only."""
-    if not isinstance(state, dict):
-        raise ModelFileError("glm_terms.formula must be a JSON object.")
-    columns = list(getattr(model, "feature_names_in_", [])) + list(
-        state.get("target_columns", [])
-    )
-    try:
-        formula = FormulaDesign.from_state(state, columns)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ModelFileError(f"glm_terms.formula is not readable: {exc}") from exc
-    if list(formula.names) != list(model.feature_names_out_):
-        raise ModelFileError(
-            f"glm_terms.formula does not produce the features of {JSON_NAME}."
-        )
-    model.base_levels_ = {}
-    model._terms = GLMTerms.from_formula(formula, n_context)
-
-
-def _location_effect(fitted: dict, tensors, model) -> LocationEffect | None:
-    """The stored location effect, its numbers checked (shapes already are)."""
-    spec = fitted.get("location_effect")
-    if spec is None:
-        return None
-    p = len(model.feature_names_out_)
-    columns = [
-        _int(c, "location_effect.columns", low=0, high=p - 1) for c in spec["columns"]
-    ]
-    if not columns or len(set(columns)) != len(columns):
-        raise ModelFileError("location_effect.columns must be distinct design columns.")
-    arrays = {
-        name: np.array(tensors[f"location.{name}"], dtype=np.float64)
-        for name in LOCATION_ARRAYS
+    return {
+        "estimator": cls.__name__,
+        "params": params,
+        "fitted": attributes,
+        "glm_terms": terms,
+        "train_index": train_index,
+        "network": network,
     }
-    if (
-        not all(np.isfinite(a).all() for a in arrays.values())
-        or not (arrays["counts"] >= 1).all()
-    ):
-        raise ModelFileError(
-            "The location effect's arrays must be finite, counts >= 1."
-        )
-    coefficient = _number(spec.get("coefficient"), "location_effect.coefficient")
-    if not np.isfinite(coefficient):
-        raise ModelFileError("location_effect.coefficient must be finite.")
-    return LocationEffect(
-        columns=columns,
-        n_neighbors=_int(spec.get("n_neighbors"), "location_effect.n_neighbors", low=1),
-        coefficient=float(coefficient),
-        **arrays,
+
+
+def _training_rows(model, fitted: dict, tensors, device):
+    """The training rows' labels (None: not saved) and the fitted network
+    (None: none)."""
+    train_index = None
+    if "train_index" in fitted:
+        train_index = _labels_from_json(fitted["train_index"], tensors, "train_index")
+    if "network" not in fitted:
+        return train_index, None
+    if train_index is None:
+        raise ModelFileError("train_positions do not index the training rows.")
+    n_outputs = int(tensors["global_glm.coef"].shape[0])
+    network = _restore_network(
+        model, fitted["network"], tensors, device, n_outputs, len(train_index)
     )
+    return train_index, network
 
 
 def _params_from_json(cls, params) -> dict:
@@ -750,38 +490,6 @@ def _interval_settings_from_json(spec: dict):
         return settings_from_fields(fields)
     except (TypeError, ValueError) as error:
         raise ModelFileError(str(error)) from None
-
-
-def _interval_bias(value, n_names: int) -> np.ndarray:
-    """The saved ``interval_bias_``: one finite value >= 0 per coefficient."""
-    ok = isinstance(value, list) and len(value) in (n_names, n_names + 1)
-    if ok:
-        ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
-    array = np.asarray(value, dtype=np.float64) if ok else None
-    if array is None or not (np.isfinite(array).all() and (array >= 0).all()):
-        raise ModelFileError(
-            "interval_bias_ must list one finite value >= 0 per coefficient; "
-            f"got {value!r}."
-        )
-    return array
-
-
-def _interval_cov(value, n_coef: int) -> np.ndarray:
-    """The saved ``interval_cov_``: a finite ``n_coef x n_coef`` matrix."""
-    ok = isinstance(value, list) and len(value) == n_coef
-    ok = ok and all(isinstance(row, list) and len(row) == n_coef for row in value)
-    ok = ok and all(
-        isinstance(v, (int, float)) and not isinstance(v, bool)
-        for row in value
-        for v in row
-    )
-    array = np.asarray(value, dtype=np.float64) if ok else None
-    if array is None or not np.isfinite(array).all():
-        raise ModelFileError(
-            f"interval_cov_ must be a {n_coef} x {n_coef} list of finite numbers "
-            "(one row and column per coefficient of local_coef)."
-        )
-    return array
 
 
 # Parameters whose size the machine pays at prediction, beyond what fit

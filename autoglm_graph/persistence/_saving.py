@@ -1,9 +1,10 @@
-"""Writing a fitted estimator's files (:func:`save_model`); see :mod:`autoglm_graph.io`.
+"""Writing a fitted estimator's files (:func:`save_model`) from its state
+(``to_state()``); the format is :mod:`autoglm_graph.persistence._io`'s.
 
 The estimator classes that may be saved (and loaded) are registered here by
-:mod:`autoglm_graph.estimators` (:func:`register_estimator`): this module and
-:mod:`autoglm_graph.io` import no estimator module, so that an estimator's
-``save`` can call them without an import cycle.
+:mod:`autoglm_graph.estimators` (:func:`register_estimator`): persistence
+imports no estimator module (it sits below them), so that an estimator's
+``save`` can call it without an import cycle.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ import json
 import os
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import joblib
 import numpy as np
+from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
 from ..glm import Family
@@ -48,9 +50,10 @@ ESTIMATORS: dict[str, type] = {}
 def register_estimator(cls: type) -> type:
     """Allow ``cls`` to be saved and loaded under its class name.
 
-    The class provides ``_save_state()``, ``_from_params(params)`` and
-    ``_restore(global_glm, train_index, network)`` (see
-    ``autoglm_graph._persistence._PersistenceMixin``).
+    The class provides ``to_state()`` and the class method
+    ``from_state(state)`` (see
+    :meth:`autoglm_graph.estimators.BaseGraphGLM.to_state`): a file is
+    written from the state, and a loaded estimator built from the state read.
 
     Parameters
     ----------
@@ -127,7 +130,8 @@ def save_model(model, path: str | os.PathLike) -> Path:
     if ESTIMATORS.get(name) is not type(model):
         raise TypeError(f"save_model saves {' and '.join(ESTIMATORS)}; got {name}.")
     check_is_fitted(model, "global_glm_")
-    config, tensors = _model_state(model)
+    state = model.to_state()
+    config, tensors = _model_config(state)
     config = {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
@@ -135,113 +139,79 @@ def save_model(model, path: str | os.PathLike) -> Path:
         "versions": _versions(),
         **config,
     }
-    interval_members = getattr(model, "interval_members_", None) or []
-    if interval_members:  # files without members stay as before
-        config["interval_members"] = _members_state(model, interval_members, tensors)
+    if state["interval_members"]:  # files without members stay as before
+        config["interval_members"] = _members_config(state, tensors)
     members = {
         JSON_NAME: json.dumps(config, indent=1).encode("utf-8"),
         TENSORS_NAME: st_save(tensors),
-        PREPROCESSOR_NAME: sio.dumps(model.preprocessor_),
+        PREPROCESSOR_NAME: sio.dumps(state["fitted"]["preprocessor_"]),
     }
     path = Path(path)
     write_members(path, members)
     return path
 
 
-def _members_state(model, interval_members: list, tensors: dict) -> list[dict]:
+def _members_config(state: dict, tensors: dict) -> list[dict]:
     """The bootstrap members' configurations; their tensors are added to
     ``tensors`` as ``members.<i>.<name>``. They share the model's
     preprocessor (fitted on the same rows, without the weights), saved once."""
-    if len(interval_members) > MAX_MEMBERS:
+    members = state["interval_members"]
+    if len(members) > MAX_MEMBERS:
         raise ValueError(
             f"A model file holds at most {MAX_MEMBERS} interval_members_; this "
-            f"model has {len(interval_members)}."
+            f"model has {len(members)}."
         )
     # Each member fitted its own preprocessor: compare contents, not objects.
-    preprocessor = joblib.hash(model.preprocessor_)
+    preprocessor = joblib.hash(state["fitted"]["preprocessor_"])
     configs = []
-    for i, member in enumerate(interval_members):
-        if type(member) is not type(model):
+    for i, member in enumerate(members):
+        if member["estimator"] != state["estimator"]:
             raise TypeError(
-                f"interval_members_[{i}] is a {type(member).__name__}, not a "
-                f"{type(model).__name__}."
+                f"interval_members_[{i}] is a {member['estimator']}, not a "
+                f"{state['estimator']}."
             )
-        check_is_fitted(member, "global_glm_")
-        if joblib.hash(member.preprocessor_) != preprocessor:
+        if "fitted" not in member:
+            raise NotFittedError(f"interval_members_[{i}] is not fitted.")
+        if joblib.hash(member["fitted"]["preprocessor_"]) != preprocessor:
             raise ValueError(
                 f"interval_members_[{i}] has another preprocessor than the model "
                 "(a member is fitted on the model's rows): it cannot be saved."
             )
-        config, member_tensors = _model_state(member)
+        config, member_tensors = _model_config(member)
         for key, tensor in member_tensors.items():
             tensors[f"members.{i}.{key}"] = tensor
         configs.append(config)
     return configs
 
 
-def _model_state(model) -> tuple[dict, dict[str, torch.Tensor]]:
+def _model_config(state: dict) -> tuple[dict, dict[str, torch.Tensor]]:
     """One model's configuration (estimator, parameters, family and fitted
-    state; the file's header aside) and its tensors by name."""
+    state; the file's header aside) and its tensors by name, from its state
+    (``to_state()``)."""
     tensors: dict[str, torch.Tensor] = {}
 
     def put(key: str, value) -> None:
         tensor = torch.as_tensor(value).detach().to("cpu")
         tensors[key] = tensor.contiguous().clone()  # no shared storage
 
-    glm = model.global_glm_
+    attributes = state["fitted"]
+    glm = attributes["global_glm_"]
     put("global_glm.coef", np.asarray(glm.coef, dtype=np.float64))
     put("global_glm.intercept", np.asarray(glm.intercept, dtype=np.float64))
-    fitted: dict[str, Any] = {
-        "n_features_in_": int(model.n_features_in_),
-        "feature_names_out_": [str(n) for n in model.feature_names_out_],
-        "is_global_only_": bool(model.is_global_only_),
-        "global_only_reason_": model.global_only_reason_,
-        "history_": _plain(model.history_),
-        "fit_times_": {str(k): float(v) for k, v in model.fit_times_.items()},
-        "n_iter_": int(model.n_iter_),
-        "offset_used_": bool(getattr(model, "offset_used_", False)),
-        "offset_range_": _offset_range(model),
-        "device_": str(model.device_),
-        "global_glm": {"n_iter": int(glm.n_iter), "converged": bool(glm.converged)},
-    }
-    terms = model.predictor().glm_terms
-    fitted["glm_terms"] = {
-        "columns": [int(c) for c in terms.columns],
-        "n_columns": int(model.preprocessor_.n_features_out_),
-        "base_levels": {str(k): str(v) for k, v in model.base_levels_.items()}
-        if hasattr(model, "base_levels_")
-        else {},
-    }
-    if terms.varied_bases:  # the base levels the network varies too
-        fitted["glm_terms"]["network_bases"] = [int(b) for b, _ in terms.varied_bases]
-    if terms.formula is not None:  # its text and fitted levels, knots, scaling
-        fitted["glm_terms"]["formula"] = terms.formula.state()
-    if terms.splines is not None:  # knots, bases, scaling and penalty
-        fitted["glm_terms"]["splines"] = terms.splines.state()
-    if hasattr(model, "feature_names_in_"):
-        fitted["feature_names_in_"] = [str(n) for n in model.feature_names_in_]
-    for key in (
-        "best_epoch_",
-        "validation_gain_",
-        "validation_gain_se_",
-        "balance_correction_",
-    ):
-        if hasattr(model, key):
-            fitted[key] = _plain(getattr(model, key))
-    if getattr(model, "interval_bias_", None) is not None:
-        fitted["interval_bias_"] = [float(v) for v in model.interval_bias_]
-    if getattr(model, "interval_cov_", None) is not None:  # a global GLM's
-        fitted["interval_cov_"] = np.asarray(model.interval_cov_, float).tolist()
-    if hasattr(model, "classes_"):
-        fitted["classes_"] = _labels_to_json(model.classes_, "classes_")
-    train_index, network = model._save_state()
-    if train_index is not None:
+    fitted = _fit_record(attributes)
+    fitted["global_glm"] = {"n_iter": int(glm.n_iter), "converged": bool(glm.converged)}
+    fitted["glm_terms"] = _terms_config(state["glm_terms"], attributes)
+    fitted.update(_optional_attributes(attributes))
+    if "classes_" in attributes:
+        fitted["classes_"] = _labels_to_json(attributes["classes_"], "classes_")
+    if state["train_index"] is not None:
+        train_index = state["train_index"]
         fitted["train_index"] = _labels_to_json(train_index, "train_index", put)
-    if network is not None:
-        fitted["network"] = _network_state(network, put)
-    if getattr(model, "location_report_", None) is not None:
-        fitted["location_report_"] = _plain(model.location_report_)
-    effect = getattr(model, "location_effect_", None)
+    if state["network"] is not None:
+        fitted["network"] = _network_state(state["network"], put)
+    if attributes.get("location_report_") is not None:
+        fitted["location_report_"] = _plain(attributes["location_report_"])
+    effect = attributes.get("location_effect_")
     if effect is not None:
         fitted["location_effect"] = {
             "columns": [int(c) for c in effect.columns],
@@ -250,13 +220,71 @@ def _model_state(model) -> tuple[dict, dict[str, torch.Tensor]]:
         }
         for name in LOCATION_ARRAYS:
             put(f"location.{name}", np.asarray(getattr(effect, name), np.float64))
+    family = attributes["family_"]
     config = {
-        "estimator": type(model).__name__,
-        "params": _params_to_json(model),
-        "family": {"name": model.family_.name, "params": model.family_._params()},
+        "estimator": state["estimator"],
+        "params": _params_to_json(state["params"]),
+        "family": {"name": family.name, "params": family._params()},
         "fitted": fitted,
     }
     return config, tensors
+
+
+def _fit_record(attributes: dict) -> dict:
+    """The fitted attributes every saved model has, as JSON."""
+    offset_range = attributes.get("offset_range_")  # None: no offset in fit
+    return {
+        "n_features_in_": int(attributes["n_features_in_"]),
+        "feature_names_out_": [str(n) for n in attributes["feature_names_out_"]],
+        "is_global_only_": bool(attributes["is_global_only_"]),
+        "global_only_reason_": attributes["global_only_reason_"],
+        "history_": _plain(attributes["history_"]),
+        "fit_times_": {str(k): float(v) for k, v in attributes["fit_times_"].items()},
+        "n_iter_": int(attributes["n_iter_"]),
+        "offset_used_": bool(attributes.get("offset_used_", False)),
+        "offset_range_": (
+            None if offset_range is None else [float(v) for v in offset_range]
+        ),
+        "device_": str(attributes["device_"]),
+    }
+
+
+def _terms_config(terms, attributes: dict) -> dict:
+    """The global GLM's terms: the design columns it reads, the base levels
+    (and those the network varies too), a formula's or the splines' state."""
+    base_levels = attributes.get("base_levels_", {})
+    config = {
+        "columns": [int(c) for c in terms.columns],
+        "n_columns": int(attributes["preprocessor_"].n_features_out_),
+        "base_levels": {str(k): str(v) for k, v in base_levels.items()},
+    }
+    if terms.varied_bases:  # the base levels the network varies too
+        config["network_bases"] = [int(b) for b, _ in terms.varied_bases]
+    if terms.formula is not None:  # its text and fitted levels, knots, scaling
+        config["formula"] = terms.formula.state()
+    if terms.splines is not None:  # knots, bases, scaling and penalty
+        config["splines"] = terms.splines.state()
+    return config
+
+
+def _optional_attributes(attributes: dict) -> dict:
+    """The fitted attributes a model may lack (files written without them)."""
+    out = {}
+    if "feature_names_in_" in attributes:
+        out["feature_names_in_"] = [str(n) for n in attributes["feature_names_in_"]]
+    for key in (
+        "best_epoch_",
+        "validation_gain_",
+        "validation_gain_se_",
+        "balance_correction_",
+    ):
+        if key in attributes:
+            out[key] = _plain(attributes[key])
+    if attributes.get("interval_bias_") is not None:
+        out["interval_bias_"] = [float(v) for v in attributes["interval_bias_"]]
+    if attributes.get("interval_cov_") is not None:  # a global GLM's
+        out["interval_cov_"] = np.asarray(attributes["interval_cov_"], float).tolist()
+    return out
 
 
 def _network_state(network: FittedNetwork, put) -> dict:
@@ -277,8 +305,8 @@ def _network_state(network: FittedNetwork, put) -> dict:
     return {**config, "trainer": trainer}
 
 
-def _params_to_json(model) -> dict:
-    params = model.get_params(deep=False)
+def _params_to_json(params: dict) -> dict:
+    params = dict(params)  # (the state's stays as it is)
     if params.get("callbacks"):
         warnings.warn(
             "callbacks cannot be saved (they are arbitrary objects); the saved "
@@ -320,6 +348,8 @@ def _dataclass_to_json(value) -> dict:
     fields = {}
     for field in dataclasses.fields(value):
         item = getattr(value, field.name)
+        if dataclasses.is_dataclass(item):  # FitPolicy's index and tiles
+            item = _dataclass_to_json(item)["fields"]
         fields[field.name] = list(item) if isinstance(item, tuple) else item
     return {"__dataclass__": type(value).__name__, "fields": _plain(fields)}
 
@@ -338,9 +368,3 @@ def _versions() -> dict:
         "torch": torch.__version__,
         "skops": skops.__version__,
     }
-
-
-def _offset_range(model) -> list[float] | None:
-    """``offset_range_`` as JSON (None: no offset in fit, or an older model)."""
-    value = getattr(model, "offset_range_", None)
-    return None if value is None else [float(v) for v in value]
