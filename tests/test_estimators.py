@@ -114,6 +114,36 @@ def test_determinism_and_pickle(fitted_poisson):
     assert restored.network_ is not None
 
 
+def test_state_round_trip(fitted_poisson):
+    """from_state(to_state()) is the same model; an unfitted estimator's
+    state is its parameters, validated as fit validates them."""
+    model, X, _ = fitted_poisson
+    state = model.to_state()
+    assert state["estimator"] == "GraphGLMRegressor"
+    assert state["params"] == model.get_params(deep=False)
+    same = GraphGLMRegressor.from_state(state)
+    assert same.get_params() == model.get_params()
+    np.testing.assert_array_equal(same.predict(X), model.predict(X))
+    pd.testing.assert_frame_equal(same.local_coef(X[:5]), model.local_coef(X[:5]))
+    pd.testing.assert_frame_equal(same.explain(X[:2]), model.explain(X[:2]))
+    assert same.best_epoch_ == model.best_epoch_
+    assert same.history_ == model.history_
+    unfitted = GraphGLMRegressor(alpha=0.5).to_state()
+    assert set(unfitted) == {"estimator", "params"}
+    assert not hasattr(GraphGLMRegressor.from_state(unfitted), "global_glm_")
+    with pytest.raises(ValueError, match="heads"):
+        GraphGLMRegressor.from_state({"params": {"heads": 3, "hidden_channels": 8}})
+
+
+@pytest.mark.parametrize("cls", [GraphGLMRegressor, GraphGLMClassifier])
+def test_estimators_are_one_class_of_the_package(cls):
+    """No mixin of the package: the estimator's parts are objects it calls."""
+    from autoglm_graph.estimators import BaseGraphGLM
+
+    ours = [k for k in cls.__mro__ if k.__module__.startswith("autoglm_graph")]
+    assert ours == [cls, BaseGraphGLM]
+
+
 def test_different_seeds_differ(fitted_poisson):
     model, X, y = fitted_poisson
     other = clone(model).set_params(random_state=1).fit(X, y)

@@ -84,24 +84,37 @@ def expected_shapes(
             if spec["tensor"] != key:
                 raise ModelFileError(f"{key} must be stored in the tensor {key!r}.")
             expected[key] = (None,)
-    location = fitted.get("location_effect")
-    if location is not None:
-        if not isinstance(location, dict) or not isinstance(
-            location.get("columns"), list
-        ):
-            raise ModelFileError("fitted.location_effect must be a JSON object.")
-        points = tensors.get("location.points")
-        n_points = None if points is None or points.ndim != 2 else points.shape[0]
-        expected["location.points"] = (n_points, len(location["columns"]))
-        for name in LOCATION_ARRAYS[1:]:
-            expected[f"location.{name}"] = (n_points,)
+    expected.update(_location_shapes(fitted.get("location_effect"), tensors))
     network = fitted.get("network")
-    if network is None:
-        return expected
+    if network is not None:
+        expected.update(_network_shapes(fitted, network, tensors, model, n_outputs))
+    return expected
+
+
+def _location_shapes(location, tensors: dict[str, torch.Tensor]) -> dict:
+    """The location effect's arrays (none without it)."""
+    if location is None:
+        return {}
+    if not isinstance(location, dict) or not isinstance(location.get("columns"), list):
+        raise ModelFileError("fitted.location_effect must be a JSON object.")
+    points = tensors.get("location.points")
+    n_points = None if points is None or points.ndim != 2 else points.shape[0]
+    expected = {"location.points": (n_points, len(location["columns"]))}
+    for name in LOCATION_ARRAYS[1:]:
+        expected[f"location.{name}"] = (n_points,)
+    return expected
+
+
+def _network_shapes(
+    fitted: dict, network, tensors: dict[str, torch.Tensor], model, n_outputs: int
+) -> dict:
+    """The fitted network's tensors, its configuration checked against the
+    estimator's parameters, the design and the GLM's terms."""
     if not isinstance(network, dict):
         raise ModelFileError("fitted.network must be a JSON object.")
     _check_net_config(network["net"], model, tensors)
     spec = checked_net_spec(network["net"])
+    p = len(fitted["feature_names_out_"])
     terms = fitted.get("glm_terms")
     n_columns = terms.get("n_columns", p) if isinstance(terms, dict) else p
     # The base levels the network varies besides the GLM's terms (io checks them).
@@ -134,8 +147,7 @@ def expected_shapes(
         or not set(present) <= _row_fields()
     ):
         raise ModelFileError(f"train_rows lists {present!r}.")
-    expected.update(FittedNetwork.expected_shapes({**network, "net": spec}))
-    return expected
+    return FittedNetwork.expected_shapes({**network, "net": spec})
 
 
 def check_tensors(tensors: dict[str, torch.Tensor], expected: dict) -> None:
