@@ -132,13 +132,7 @@ def save_model(model, path: str | os.PathLike) -> Path:
     check_is_fitted(model, "global_glm_")
     state = model.to_state()
     config, tensors = _model_config(state)
-    config = {
-        "format": FORMAT_NAME,
-        "format_version": FORMAT_VERSION,
-        "estimator": config["estimator"],
-        "versions": _versions(),
-        **config,
-    }
+    config = {**_header(state["estimator"]), **config}
     if state["interval_members"]:  # files without members stay as before
         config["interval_members"] = _members_config(state, tensors)
     members = {
@@ -352,6 +346,17 @@ def _dataclass_to_json(value) -> dict:
             item = _dataclass_to_json(item)["fields"]
         fields[field.name] = list(item) if isinstance(item, tuple) else item
     return {"__dataclass__": type(value).__name__, "fields": _plain(fields)}
+
+
+def _header(estimator: str) -> dict:
+    """The file's header: its format and version, the estimator's class and
+    the versions of the libraries that wrote it."""
+    return {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "estimator": estimator,
+        "versions": _versions(),
+    }
 
 
 def _versions() -> dict:
