@@ -463,16 +463,10 @@ def _fit_policy_from_json(spec: dict):
         raise ModelFileError(
             f"Unknown field(s) of FitPolicy: {', '.join(sorted(set(fields) - names))}."
         )
-    values = {}
-    for key, value in fields.items():
-        if isinstance(value, list):
-            if not all(type(v) is int for v in value):
-                raise ModelFileError(f"fit_policy.{key} must list integers.")
-            value = tuple(value)
-        elif not isinstance(value, (int, float, bool)):
-            raise ModelFileError(f"fit_policy.{key} must be a number or bool.")
-        values[key] = value
-    return FitPolicy(**values)
+    try:  # its fields' own checks (nested settings' too)
+        return FitPolicy.from_dict(fields)
+    except (TypeError, ValueError) as error:
+        raise ModelFileError(str(error)) from None
 
 
 def _interval_settings_from_json(spec: dict):
@@ -531,4 +525,4 @@ def _restore_network(
         except ValueError as exc:
             raise ModelFileError(str(exc)) from None
     config = {**network, "net": checked_net_spec(network["net"])}
-    return FittedNetwork.from_state(config, tensors, device)
+    return FittedNetwork.from_state(config, tensors, device, model.fit_policy)
