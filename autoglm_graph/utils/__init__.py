@@ -9,7 +9,6 @@ from __future__ import annotations
 from ._lazy import LazyModule, lazy_exports, torch
 from ._threads import limit_threads, n_threads, with_thread_limit
 from ._timing import PHASES, PhaseTimes
-from ._version import package_version
 from ._validation import (
     DEVICE_TYPES,
     MESSAGE_PASSING,
@@ -24,6 +23,7 @@ from ._validation import (
     resolve_device,
     resolve_precision,
 )
+from ._version import package_version
 
 __all__ = [
     "DEVICE_TYPES",
