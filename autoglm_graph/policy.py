@@ -331,6 +331,14 @@ class FitPolicy(_Settings):
     min_rows_for_network : int, default=10
         Below this many rows there is no graph worth learning: the model is
         the global GLM.
+    embedding_frequencies : int, default=16
+        Frequencies per numeric column of ``numeric_embedding="periodic"``
+        (:class:`~autoglm_graph.network.embeddings.PeriodicEmbedding`).
+    embedding_channels : int, default=8
+        Width of each numeric column's periodic embedding.
+    embedding_sigma : float, default=0.1
+        Standard deviation of the periodic embedding's initial frequencies,
+        in cycles per standard deviation of the column.
     predict_chunk : int, default=8192
         Rows per chunk at prediction: bounds memory; results do not depend
         on it.
@@ -381,6 +389,9 @@ class FitPolicy(_Settings):
     checkpoint_min_rows: int | None = 250_000
     all_heads_max_src_rows: int = 60_000
     min_rows_for_network: int = 10
+    embedding_frequencies: int = 16
+    embedding_channels: int = 8
+    embedding_sigma: float = 0.1
     predict_chunk: int = 8192
     predict_index_min_rows: int = 50_000
     predict_index_recall: float = 0.99
@@ -396,6 +407,8 @@ class FitPolicy(_Settings):
         "recovery_epochs",
         "refresh_gain_epochs",
         "min_rows_for_network",
+        "embedding_frequencies",
+        "embedding_channels",
         "predict_chunk",
     )
     #: The fields that are row or column counts that may be 0.
@@ -432,7 +445,12 @@ class FitPolicy(_Settings):
                 "The FitPolicy field 'distinct_rows' must be a bool; got "
                 f"{self.distinct_rows!r}."
             )
-        for name in ("refresh_jump_stop", "stall_standard_errors", "progress_delay_s"):
+        for name in (
+            "refresh_jump_stop",
+            "stall_standard_errors",
+            "progress_delay_s",
+            "embedding_sigma",
+        ):
             _check_real(name, getattr(self, name), low=0.0, high=float("inf"))
         for name in ("refresh_distinct_max_share", "predict_index_recall"):
             _check_real(name, getattr(self, name), 0.0, 1.0)

@@ -59,3 +59,29 @@ def test_no_numeric_column_is_the_identity():
 def test_bad_columns_are_refused():
     with pytest.raises(ValueError, match=r"numeric columns must lie in \[0, 3\)"):
         PeriodicEmbedding(3, [3])
+
+
+def test_estimator_with_periodic_embeddings_fits_saves_and_loads(tmp_path):
+    import numpy as np
+
+    from autoglm_graph import GraphGLMRegressor, load
+    from autoglm_graph.datasets import make_varying_coefficients
+
+    X, y, _ = make_varying_coefficients(1200, 3, family="poisson", random_state=0)
+    params = {"family": "poisson", "max_epochs": 8, "random_state": 0}
+    model = GraphGLMRegressor(
+        numeric_embedding="periodic", local_penalty=1e-6, **params
+    )
+    model.fit(X, y)
+    assert not model.is_global_only_
+    embedding = model.network_.encoder[0]
+    assert isinstance(embedding, PeriodicEmbedding)
+    assert embedding.numeric.tolist() == [0, 1, 2]
+    loaded = load(model.save(tmp_path / "m"))
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+    # The default reads the columns linearly: the encoder's weights keep their
+    # names (files saved before the option load as they did).
+    linear = GraphGLMRegressor(local_penalty=1e-6, **params).fit(X, y)
+    assert isinstance(linear.network_.encoder[0], torch.nn.Linear)
+    with pytest.raises(ValueError, match="numeric_embedding"):
+        GraphGLMRegressor(numeric_embedding="plr", **params).fit(X, y)

@@ -75,9 +75,14 @@ def _plain(values: dict) -> dict:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
 
 
+#: Fields added since the constants moved into the policy, with their defaults.
+ADDED = {"embedding_frequencies": 16, "embedding_channels": 8, "embedding_sigma": 0.1}
+
+
 def test_defaults_are_the_former_constants():
     assert FitPolicy().to_dict() == {
         **_plain(BEFORE),
+        **ADDED,
         "index": _plain(BEFORE_INDEX),
         "tiles": _plain(BEFORE_TILES),
     }

@@ -75,6 +75,7 @@ class BaseGraphGLM(BaseEstimator):
         num_layers: int = 2,
         conv: str = "gat",
         message_passing: str = "auto",
+        numeric_embedding: str = "linear",
         dropout: float = 0.1,
         use_neighbor_targets: bool = True,
         location_columns: list | None = None,
@@ -121,6 +122,7 @@ class BaseGraphGLM(BaseEstimator):
         self.num_layers = num_layers
         self.conv = conv
         self.message_passing = message_passing
+        self.numeric_embedding = numeric_embedding
         self.dropout = dropout
         self.use_neighbor_targets = use_neighbor_targets
         self.location_columns = location_columns

@@ -105,6 +105,11 @@ def _check_network_params(est) -> None:
             "The 'message_passing' parameter 'fused' needs conv='gat'; got "
             f"conv={est.conv!r}."
         )
+    check_option(
+        "numeric_embedding",
+        getattr(est, "numeric_embedding", "linear"),
+        ("linear", "periodic"),
+    )
     check_number("dropout", est.dropout, low=0, high=1)
     check_option("use_neighbor_targets", est.use_neighbor_targets, (True, False))
 

@@ -141,6 +141,13 @@ COMMON_PARAMS_DOC = """
         torch_geometric layer to float rounding and several times faster on a
         CPU; ``"pyg"``: torch_geometric's layer (the reference). ``"auto"``:
         the fast path where it exists.
+    numeric_embedding : {"linear", "periodic"}, default="linear"
+        How the network's encoder reads the numeric columns (the context's
+        columns other than 0/1 indicators). ``"linear"``: as they are, through
+        its first linear layer. ``"periodic"``: each first gets a PLR embedding
+        (trainable periodic features, Gorishniy et al. 2022; sized by
+        ``FitPolicy.embedding_*``). The GLM's terms are the user's columns
+        either way.
     dropout : float, default=0.1
         Dropout on hidden states and attention weights. With ``dropout=0`` the
         training forward pass doubles as the validation pass (faster), but the

@@ -184,6 +184,7 @@ def make_trainer(
         dropout=est.dropout,
         conv=est.conv,
         message_passing=est.message_passing,
+        **_numeric_embedding(est, train),
     )
     callbacks = list(est.callbacks or [])
     if est.early_stopping:
@@ -287,3 +288,17 @@ def outcome_features(
         np.average((features[train_pos] - mean) ** 2, axis=0, weights=weights)
     )
     return (features - mean) / np.where(std > 1e-12, std, 1.0)
+
+
+def _numeric_embedding(est, train) -> dict:
+    """The network's ``numeric_embedding`` and the context's numeric columns
+    (an estimator loaded from before the parameter: ``"linear"``)."""
+    kind = getattr(est, "numeric_embedding", "linear")
+    if kind == "linear":
+        return {}
+    from ..network import numeric_columns
+
+    return {
+        "numeric_embedding": kind,
+        "numeric_columns": numeric_columns(train.context),
+    }

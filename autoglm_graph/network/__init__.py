@@ -30,6 +30,7 @@ _EXPORTS = {
     "constrained_positions": "constraints",
     "fit_location_effect": "location",
     "linear_predictor": "rows",
+    "numeric_columns": "embeddings",
 }
 __all__ = [
     "CONVS",
@@ -47,6 +48,7 @@ __all__ = [
     "constrained_positions",
     "fit_location_effect",
     "linear_predictor",
+    "numeric_columns",
 ]
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
@@ -59,6 +61,7 @@ if TYPE_CHECKING:  # static analysers (and import-linter) see the names
         coefficient_map,
         constrained_positions,
     )
+    from .embeddings import numeric_columns
     from .location import LocationEffect, fit_location_effect
     from .modules import CONVS, NetConfig
     from .rows import GraphConfig, RowData, linear_predictor

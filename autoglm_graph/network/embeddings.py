@@ -84,8 +84,10 @@ class PeriodicEmbedding(nn.Module):
         self.embedding_channels = embedding_channels
         self.sigma = sigma
         others = sorted(set(range(in_channels)) - set(numeric))
-        self.register_buffer("numeric", torch.tensor(numeric, dtype=torch.long))
-        self.register_buffer("others", torch.tensor(others, dtype=torch.long))
+        # Not weights (the configuration gives them): out of state_dict.
+        index = {"dtype": torch.long}
+        self.register_buffer("numeric", torch.tensor(numeric, **index), False)
+        self.register_buffer("others", torch.tensor(others, **index), False)
         m = len(numeric)
         self.frequencies = nn.Parameter(torch.empty(m, n_frequencies))
         self.weight = nn.Parameter(

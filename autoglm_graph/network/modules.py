@@ -21,6 +21,7 @@ from ..neighbors import NeighborGraph
 from ..policy import FitPolicy
 from ..utils import MESSAGE_PASSING
 from ._random import BUILD_LOCK, dropout, replay_context
+from .embeddings import PeriodicEmbedding
 from .fused import FixedDegreeAdjacency, fixed_degree_gat, source_projection
 
 __all__ = [
@@ -126,6 +127,8 @@ class NetConfig:
     dropout: float = 0.0
     conv: str = "gat"
     message_passing: str = "auto"
+    numeric_embedding: str = "linear"
+    numeric_columns: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, net: GraphGLMNet) -> NetConfig:
@@ -196,6 +199,14 @@ class GraphGLMNet(nn.Module):
         (:mod:`autoglm_graph.fused`, GAT only) with the layer's own weights,
         ``"pyg"`` the torch_geometric layer itself; ``"auto"`` is the fast path
         where it exists.
+    numeric_embedding : {"linear", "periodic"}
+        ``"periodic"``: the ``numeric_columns`` of the context get PLR
+        embeddings (:class:`~autoglm_graph.network.embeddings.PeriodicEmbedding`,
+        sized by the policy's ``embedding_*`` fields) before the encoder's
+        first layer; ``"linear"``: every column enters that layer as it is.
+    numeric_columns : tuple of int
+        The context's numeric columns (see
+        :func:`~autoglm_graph.network.embeddings.numeric_columns`).
     policy : FitPolicy or None
         The rules of the fit the network reads (None: the defaults):
         ``checkpoint_min_rows``, the rows from which training passes
@@ -224,6 +235,8 @@ class GraphGLMNet(nn.Module):
         dropout: float = 0.0,
         conv: str = "gat",
         message_passing: str = "auto",
+        numeric_embedding: str = "linear",
+        numeric_columns: tuple[int, ...] = (),
         policy: FitPolicy | None = None,
     ) -> None:
         super().__init__()
@@ -236,6 +249,8 @@ class GraphGLMNet(nn.Module):
         self.dropout = dropout
         self.conv = conv
         self.message_passing = message_passing
+        self.numeric_embedding = numeric_embedding
+        self.numeric_columns = tuple(int(j) for j in numeric_columns)
         self.fused = message_passing != "pyg" and conv == "gat"
         #: The fit's rules (saved with the model as the estimator's
         #: ``fit_policy``; a loaded network gets them back).
@@ -248,8 +263,11 @@ class GraphGLMNet(nn.Module):
         #: Where dropout masks come from (None: torch's global generator);
         #: see :mod:`autoglm_graph._random`.
         self.generator: torch.Generator | None = None
+        embedding = self._numeric_embedding()
+        width = in_channels if embedding is None else embedding.out_channels
         self.encoder = nn.Sequential(
-            nn.Linear(in_channels, hidden_channels),
+            *([] if embedding is None else [embedding]),
+            nn.Linear(width, hidden_channels),
             nn.GELU(),
             _Dropout(dropout, self),
             nn.Linear(hidden_channels, hidden_channels),
@@ -277,6 +295,26 @@ class GraphGLMNet(nn.Module):
             nn.Linear(hidden_channels, out_channels),
         )
         self.reset_parameters()
+
+    def _numeric_embedding(self) -> PeriodicEmbedding | None:
+        """The periodic embedding of the numeric columns, first in the
+        encoder (None under ``numeric_embedding="linear"``: the encoder's
+        first layer reads every column as it is, and its weights keep the
+        names of files saved before the option)."""
+        if self.numeric_embedding == "linear" or not self.numeric_columns:
+            return None
+        if self.numeric_embedding != "periodic":
+            raise ValueError(
+                "numeric_embedding must be 'linear' or 'periodic'; got "
+                f"{self.numeric_embedding!r}."
+            )
+        return PeriodicEmbedding(
+            self.in_channels,
+            self.numeric_columns,
+            n_frequencies=self.policy.embedding_frequencies,
+            embedding_channels=self.policy.embedding_channels,
+            sigma=self.policy.embedding_sigma,
+        )
 
     def reset_parameters(self) -> None:
         """Re-initialise all weights; the last head layer starts at zero."""

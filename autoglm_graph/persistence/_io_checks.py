@@ -286,4 +286,23 @@ def checked_net_spec(spec) -> dict:
                 f"one of {', '.join(MESSAGE_PASSING)}."
             )
         out["message_passing"] = spec["message_passing"]
+    if "numeric_embedding" in spec:  # files from before it: "linear"
+        out.update(_numeric_embedding_spec(spec, out["in_channels"]))
     return out
+
+
+def _numeric_embedding_spec(spec: dict, in_channels: int) -> dict:
+    """``numeric_embedding`` and ``numeric_columns`` of a network's config."""
+    kind, columns = spec["numeric_embedding"], spec.get("numeric_columns", [])
+    if kind not in ("linear", "periodic"):
+        raise ModelFileError(
+            f"Unknown numeric_embedding {kind!r}; expected 'linear' or 'periodic'."
+        )
+    if not isinstance(columns, list) or not all(
+        type(j) is int and 0 <= j < in_channels for j in columns
+    ):
+        raise ModelFileError(
+            f"numeric_columns must list columns of the context (0 to "
+            f"{in_channels - 1}); got {columns!r}."
+        )
+    return {"numeric_embedding": kind, "numeric_columns": tuple(columns)}
