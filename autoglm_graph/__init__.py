@@ -28,10 +28,12 @@ _EXPORTS = {
     "GraphGLMClassifier": ("estimators", "GraphGLMClassifier"),
     "GraphGLMRegressor": ("estimators", "GraphGLMRegressor"),
     "GraphGLMSearchCV": ("search", "GraphGLMSearchCV"),
+    "IndexSettings": ("policy", "IndexSettings"),
     "IntervalSettings": ("explain", "IntervalSettings"),
     "NeighborGraph": ("neighbors", "NeighborGraph"),
     "OptunaPruningCallback": ("search", "OptunaPruningCallback"),
     "TabularPreprocessor": ("preprocessing", "TabularPreprocessor"),
+    "TileSettings": ("policy", "TileSettings"),
     "auto_fit": ("search", "auto_fit"),
     "cosine_topk": ("neighbors", "cosine_topk"),
     "get_family": ("glm", "get_family"),
@@ -66,10 +68,12 @@ __all__ = [
     "GraphGLMClassifier",
     "GraphGLMRegressor",
     "GraphGLMSearchCV",
+    "IndexSettings",
     "IntervalSettings",
     "NeighborGraph",
     "OptunaPruningCallback",
     "TabularPreprocessor",
+    "TileSettings",
     "__version__",
     "auto_fit",
     "cosine_topk",
@@ -105,6 +109,6 @@ if TYPE_CHECKING:  # static analysers and IDEs see the names directly
     from .neighbors import CosineNeighbors, NeighborGraph, cosine_topk, recall_at_k
     from .network import Checkpoint
     from .persistence import load_model as load
-    from .policy import FitPolicy
+    from .policy import FitPolicy, IndexSettings, TileSettings
     from .preprocessing import TabularPreprocessor
     from .search import GraphGLMSearchCV, OptunaPruningCallback, auto_fit
