@@ -195,7 +195,12 @@ def read_fit_record(fitted: dict) -> dict:
     if bounds is not None:
         if not isinstance(bounds, list) or len(bounds) != 2:
             raise ModelFileError(f"offset_range_ must be [min, max]; got {bounds!r}.")
-        out["offset_range_"] = tuple(_number(v, "offset_range_") for v in bounds)
+        low, high = (_number(v, "offset_range_") for v in bounds)
+        if not (np.isfinite(low) and np.isfinite(high) and low <= high):
+            raise ModelFileError(
+                f"offset_range_ must be finite with min <= max; got {bounds!r}."
+            )
+        out["offset_range_"] = (low, high)
     if "best_epoch_" in fitted:
         out["best_epoch_"] = _int(fitted["best_epoch_"], "best_epoch_", low=0)
     for key in ("validation_gain_", "validation_gain_se_", "balance_correction_"):
