@@ -147,7 +147,9 @@ COMMON_PARAMS_DOC = """
         its first linear layer. ``"periodic"``: each first gets a PLR embedding
         (trainable periodic features, Gorishniy et al. 2022; sized by
         ``FitPolicy.embedding_*``). The GLM's terms are the user's columns
-        either way.
+        either way. ``"linear"`` is the default because ``"periodic"`` helps on
+        some suite datasets and hurts on others
+        (``docs/decisions/numeric_embedding.md``).
     dropout : float, default=0.1
         Dropout on hidden states and attention weights. With ``dropout=0`` the
         training forward pass doubles as the validation pass (faster), but the
