@@ -54,7 +54,7 @@ import numpy as np
 import torch
 
 import autoglm_graph
-from benchmarks._lib import revisions
+from benchmarks._lib import fingerprint, revisions
 from benchmarks._lib.common import (
     command_line,
     cpu_name,
@@ -244,8 +244,10 @@ def variants(args, stack: contextlib.ExitStack) -> dict:
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    """The part ``speed`` when ``argv[0]`` names it, else an ablation."""
-    return dispatch(argv, {"speed": revisions.main}, default=ablation)
+    """The part ``speed`` or ``fingerprint`` when ``argv[0]`` names it, else
+    an ablation."""
+    parts = {"speed": revisions.main, "fingerprint": fingerprint.main}
+    return dispatch(argv, parts, default=ablation)
 
 
 def ablation(argv: list[str]) -> list[dict]:

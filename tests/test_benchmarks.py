@@ -530,3 +530,14 @@ def test_ensemble_mean_averages_the_linear_predictors():
     q = np.array([[0.8, 0.2], [0.5, 0.5]])
     np.testing.assert_allclose(suite.ensemble_mean("binomial", [p, q]), 0.5)
     np.testing.assert_allclose(suite.ensemble_mean("multinomial", [p, p]), p)
+
+
+def test_fingerprint_lines_hash_the_fit():
+    from benchmarks._lib import fingerprint
+
+    assert fingerprint.digest([1.0, 2.0]) == fingerprint.digest([1.0, 2.0 + 1e-12])
+    assert fingerprint.digest([1.0, 2.0]) != fingerprint.digest([1.0, 2.001])
+    (line,) = fingerprint.main(["--datasets", "diabetes", "--max-epochs", "2"])
+    name, kept, _epoch, predictions, coefficients = line.split()
+    assert name == "diabetes" and kept in ("True", "False")
+    assert len(predictions) == len(coefficients) == 12
