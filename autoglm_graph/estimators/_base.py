@@ -397,7 +397,7 @@ class BaseGraphGLM(BaseEstimator):
         interval : float or None, default=None
             With a level in (0, 1), e.g. 0.9, also the lower and upper bounds
             of each coefficient from the bootstrap members of the fit
-            (``interval_members``; see :mod:`autoglm_graph.intervals`). For
+            (``interval_members``; see :mod:`autoglm_graph.explain.intervals`). For
             a model that is the global GLM, the GLM's Wald interval on every
             row: ``coef_table(X_train, y_train, alpha=1 - interval)``'s
             ``ci_lower`` and ``ci_upper``.
@@ -446,7 +446,7 @@ class BaseGraphGLM(BaseEstimator):
     ) -> pd.DataFrame:
         """The global GLM's coefficients with standard errors, z, p and CIs.
 
-        See :func:`autoglm_graph.explain.coef_table`.
+        See :func:`autoglm_graph.glm.coef_table`.
 
         Parameters
         ----------
@@ -490,7 +490,7 @@ class BaseGraphGLM(BaseEstimator):
         """Joint Wald tests per term of the global GLM (a categorical
         column's levels together), as statsmodels' ``wald_test_terms``.
 
-        See :func:`autoglm_graph.explain.wald_test_terms`.
+        See :func:`autoglm_graph.glm.wald_test_terms`.
 
         Parameters
         ----------
@@ -523,7 +523,7 @@ class BaseGraphGLM(BaseEstimator):
     ):
         """The global GLM's summary table, as statsmodels' ``GLMResults.summary()``.
 
-        See :func:`autoglm_graph.summary.glm_summary`.
+        See :func:`autoglm_graph.glm._summary.glm_summary`.
 
         Parameters
         ----------
@@ -570,7 +570,7 @@ class BaseGraphGLM(BaseEstimator):
     ) -> pd.DataFrame:
         """Per term and level: relativity, its interval, weight and local spread.
 
-        See :func:`autoglm_graph.tariffs.factor_table`.
+        See :func:`autoglm_graph.explain.tariffs.factor_table`.
 
         Parameters
         ----------
@@ -604,7 +604,7 @@ class BaseGraphGLM(BaseEstimator):
     def local_coef_summary(self, X, offset=None) -> pd.DataFrame:
         """How the per-row coefficients vary over the rows of X, per term.
 
-        See :func:`autoglm_graph.explain.local_coef_summary`.
+        See :func:`autoglm_graph.glm.local_coef_summary`.
 
         Parameters
         ----------

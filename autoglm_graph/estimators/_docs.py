@@ -137,7 +137,7 @@ COMMON_PARAMS_DOC = """
         torch_geometric's ``GATConv`` or ``GATv2Conv``.
     message_passing : {"auto", "fused", "pyg"}, default="auto"
         How attention runs. ``"fused"``: the fixed-degree fast path
-        (:mod:`autoglm_graph.fused`; ``conv="gat"`` only), equal to the
+        (:mod:`autoglm_graph.network.fused`; ``conv="gat"`` only), equal to the
         torch_geometric layer to float rounding and several times faster on a
         CPU; ``"pyg"``: torch_geometric's layer (the reference). ``"auto"``:
         the fast path where it exists.
@@ -166,7 +166,7 @@ COMMON_PARAMS_DOC = """
         averaged over its ``location_neighbors`` nearest training rows by
         Euclidean distance in these columns (its own outcome left out), times
         a credibility coefficient fitted on the training rows
-        (:mod:`autoglm_graph.location`). It is kept only when it lowers the
+        (:mod:`autoglm_graph.network.location`). It is kept only when it lowers the
         deviance (training rows left out one at a time, and the validation
         rows) by more than one standard error; the network trains on top.
         The graph's 16 neighbours cannot find such an effect when it needs
@@ -186,7 +186,7 @@ COMMON_PARAMS_DOC = """
         protected factor): names in ``feature_names_out_``, categorical input
         columns (all their levels) or ``"intercept"`` (constant in the user's
         units). The network outputs no deviation for them, so ``local_coef``
-        has no spread there on any rows (:mod:`autoglm_graph.constraints`).
+        has no spread there on any rows (:mod:`autoglm_graph.network.constraints`).
     local_sign : dict of str to {"positive", "negative"} or None, default=None
         Slopes (names as in ``global_terms``) whose per-row coefficient keeps
         a sign on any row: it is the global coefficient times
@@ -203,7 +203,7 @@ COMMON_PARAMS_DOC = """
         ``1 + interval_members`` fits, ``local_coef`` with ``interval`` as
         many. The members' spread measures the refits' variability, not the
         bias of the smoothing; ``interval_settings`` adds an estimate of it
-        (:mod:`autoglm_graph.intervals`). A fitted model that is the global
+        (:mod:`autoglm_graph.explain.intervals`). A fitted model that is the global
         GLM (``is_global_only_``) fits no members: its intervals are the
         GLM's own Wald intervals, ``coef_table``'s bounds on every row, from
         its covariance kept at fit (``interval_cov_``).

@@ -3,8 +3,8 @@
 :class:`Predictor` holds what prediction reads of a fitted estimator (the
 preprocessor, the global GLM, the location effect, the fitted network) and
 nothing of how it was fitted. The readers of a fitted model
-(:mod:`autoglm_graph.explain`, :mod:`autoglm_graph.heterogeneity`,
-:mod:`autoglm_graph.plotting`, the search's scoring) call it rather than the
+(:mod:`autoglm_graph.explain`, :mod:`autoglm_graph.explain.heterogeneity`,
+:mod:`autoglm_graph.explain.plotting`, the search's scoring) call it rather than the
 estimator's private methods; an estimator hands one out with
 ``estimator.predictor()``.
 """
@@ -59,7 +59,7 @@ class Predictor:
         The design columns the global GLM reads (None: all, with an intercept).
     coef_map : CoefficientMap or None, default=None
         The constraints on the network's deviations
-        (:mod:`autoglm_graph.constraints`); None: none.
+        (:mod:`autoglm_graph.network.constraints`); None: none.
     """
 
     preprocessor: TabularPreprocessor

@@ -6,7 +6,7 @@ the uniform-kernel form of geographically weighted regression), all ``m`` at
 once by Newton's method, and gives each fit's coefficients and their sandwich
 (HC1) covariances. With few rows per coefficient this is a rough but nearly
 unbiased estimate of a row's coefficients, which
-:func:`autoglm_graph.intervals.estimate_interval_bias` compares with the
+:func:`autoglm_graph.explain.intervals.estimate_interval_bias` compares with the
 network's smoother ones.
 """
 

@@ -3,7 +3,7 @@
 A column's contribution to the global GLM's linear predictor, its linear
 term plus its spline basis (``splines``), over a grid of its values, centred
 on the grid's mean (the level belongs to the intercept), with a pointwise
-band from the coefficient covariance of :func:`~autoglm_graph.explain.coef_table`.
+band from the coefficient covariance of :func:`~autoglm_graph.glm.coef_table`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def term_shape(
     column : str
         A numeric term of ``feature_names_out_`` (the preprocessed column).
     X, y, sample_weight, offset
-        The training data, as for :func:`~autoglm_graph.explain.coef_table`:
+        The training data, as for :func:`~autoglm_graph.glm.coef_table`:
         with ``y`` the band is drawn. ``X`` alone sets the range of a term
         without splines.
     n_points : int, default=200

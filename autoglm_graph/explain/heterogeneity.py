@@ -150,7 +150,7 @@ def heterogeneity_test(
     --------
     >>> import numpy as np
     >>> from autoglm_graph import GraphGLMRegressor
-    >>> from autoglm_graph.heterogeneity import heterogeneity_test
+    >>> from autoglm_graph.explain.heterogeneity import heterogeneity_test
     >>> X = np.random.default_rng(0).normal(size=(100, 2)); y = X[:, 0]
     >>> model = GraphGLMRegressor(local_penalty=np.inf).fit(X, y)
     >>> heterogeneity_test(model, X, y)["p_value"].tolist()  # the global GLM

@@ -19,7 +19,7 @@ coefficients on about half of the (row, term) pairs at a nominal 90 %
 (the default), the fit also estimates each term's root mean squared bias
 ``b_j`` against a pilot: on up to ``calibration_rows`` training rows, a GLM
 of the family fitted to each row's ``pilot_rows_per_coef * n_coef`` nearest
-training rows (:mod:`autoglm_graph._pilot`), rough but nearly unbiased, with
+training rows (:mod:`autoglm_graph.explain._pilot`), rough but nearly unbiased, with
 sandwich variances ``v``. With ``sd`` the members' standard deviation,
 
     b_j^2 = mean_i (coef_ij - pilot_ij)^2 - mean_i v_ij - mean_i sd_ij^2
@@ -96,7 +96,7 @@ class IntervalSettings:
     bias : {"pilot", "none"}, default="pilot"
         ``"pilot"`` widens the members' interval by each term's root mean
         squared bias, estimated at the end of ``fit`` against local GLMs of
-        the rows' nearest neighbours (:mod:`autoglm_graph.intervals`):
+        the rows' nearest neighbours (:mod:`autoglm_graph.explain.intervals`):
         0.82-0.90 coverage of the true coefficients at a nominal 0.9 where
         the members' spread alone gave 0.48-0.54, with intervals 2.1-2.8
         times as wide. ``"none"``: the members' spread alone (a

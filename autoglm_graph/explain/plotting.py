@@ -52,7 +52,7 @@ def _pyplot():
         import matplotlib.pyplot as plt
     except ImportError as error:
         raise ImportError(
-            "autoglm_graph.plotting needs matplotlib; install it with "
+            "autoglm_graph.explain.plotting needs matplotlib; install it with "
             '`pip install matplotlib` (or `pip install "autoglm-graph[plot]"`).'
         ) from error
     return plt
@@ -337,7 +337,7 @@ def plot_term(
     The column's contribution to the linear predictor (its linear term plus,
     with ``splines``, its penalised basis) over its training range, centred on
     the grid's mean; with the training data (``X``, ``y``, ...) the band of
-    ``level`` from :func:`~autoglm_graph.explain.coef_table`'s covariance (the
+    ``level`` from :func:`~autoglm_graph.glm.coef_table`'s covariance (the
     Bayesian covariance of the penalised fit).
 
     Parameters

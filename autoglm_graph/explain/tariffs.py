@@ -3,7 +3,7 @@
 :func:`factor_table` lays out what a pricing actuary reads off a
 multiplicative (log-link) GLM: per rating factor and level the coefficient,
 its relativity ``exp(coef)`` with a confidence interval (from
-:func:`~autoglm_graph.explain.coef_table`), how many rows and how much
+:func:`~autoglm_graph.glm.coef_table`), how many rows and how much
 weight and exposure sit at that level, and how far the graph GLM's per-row
 relativities ``exp(local coefficient)`` spread among those rows.
 """
@@ -41,7 +41,7 @@ def factor_table(
         The rows to count per level and to read the per-row relativities on.
     y : array-like of shape (n_samples,), default=None
         With ``X``, ``sample_weight`` and ``offset`` the data of the fit: the
-        standard errors and intervals are :func:`~autoglm_graph.explain.coef_table`'s
+        standard errors and intervals are :func:`~autoglm_graph.glm.coef_table`'s
         on it. None: those columns are NaN (the table of any other rows).
     sample_weight : array-like of shape (n_samples,), default=None
         Summed per level (``weight``; the row count when None).
@@ -51,7 +51,7 @@ def factor_table(
     alpha : float, default=0.05
         Level of the intervals, ``1 - alpha``.
     cov_type, weights : str
-        As in :func:`~autoglm_graph.explain.coef_table`.
+        As in :func:`~autoglm_graph.glm.coef_table`.
 
     Returns
     -------

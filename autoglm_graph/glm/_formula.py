@@ -11,7 +11,7 @@ spline knots, centring) so that new rows get the columns of ``fit``.
 Numeric columns of the formula's matrix are standardised for the solver as
 the preprocessor standardises numeric columns (0/1 columns, e.g. levels, are
 kept as they are); the penalty stays in the user's units through the
-standardisation's ``scale`` (:class:`~autoglm_graph._terms.GLMTerms`).
+standardisation's ``scale`` (:class:`~autoglm_graph.glm._terms.GLMTerms`).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ solves on a rescaled design and maps the user's penalty onto it). It is
 minimised in float64 by Newton's method with a backtracking line search (the
 Hessian is exact: the families' first and second derivatives on the link
 scale come from torch autograd, so the mathematics of each family exists
-once, in :mod:`autoglm_graph.families`), stopping when the largest absolute
+once, in :mod:`autoglm_graph.glm.families`), stopping when the largest absolute
 gradient is below ``tol``. Designs too wide for a dense Hessian use L-BFGS-B
 stopped on the same gradient tolerance.
 """
@@ -76,7 +76,7 @@ def balance_glm(
 
     ``eta`` is the final model's linear predictor (offset, network and all)
     on the rows of the fit. Shifting the intercept by the family's
-    :meth:`~autoglm_graph.families.Family.balance_shift` ``c`` shifts every
+    :meth:`~autoglm_graph.glm.families.Family.balance_shift` ``c`` shifts every
     row's ``eta`` by ``c`` (the network's deviations do not depend on the
     intercept), after which ``sum(w * mu) = sum(w * y)`` on those rows to
     rounding error. A Poisson GLM with an intercept is balanced already

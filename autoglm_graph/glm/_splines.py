@@ -11,7 +11,7 @@ the columns ``B U_w`` of the eigenvectors with ``e > 0`` carry the penalty
 ``lam * e`` each; the null space of ``D`` (coefficients constant or linear in
 the knot index, i.e. functions ``1`` and ``x`` on uniform knots) is the
 intercept and the linear term. So the existing diagonal-ridge solver
-(:func:`~autoglm_graph._glm.fit_global_glm`) solves the penalised problem
+(:func:`~autoglm_graph.glm._solver.fit_global_glm`) solves the penalised problem
 exactly, in float64, and ``lam -> inf`` is the linear GLM. One ``lam`` serves
 every spline column; it is chosen by generalised cross-validation on the
 global GLM (:func:`choose_penalty`). Beyond the training range the basis is

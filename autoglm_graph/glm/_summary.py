@@ -4,7 +4,7 @@
 statsmodels or R user reads first: the family and link, the number of rows
 and parameters, the deviance and the null deviance, D², the log-likelihood,
 AIC and BIC, the dispersion (scale), and the coefficient table of
-:func:`~autoglm_graph.explain.coef_table`. It returns a :class:`GLMSummary`:
+:func:`~autoglm_graph.glm.coef_table`. It returns a :class:`GLMSummary`:
 ``print`` gives the plain-text table, a notebook the HTML one, and its
 ``header`` and ``coefficients`` give the numbers.
 
@@ -79,7 +79,7 @@ class GLMSummary:
         ``scale``, ``log_likelihood``, ``deviance``, ``null_deviance``,
         ``d2``, ``pearson_chi2``, ``aic`` and ``bic``.
     coefficients : DataFrame
-        :func:`~autoglm_graph.explain.coef_table`'s table.
+        :func:`~autoglm_graph.glm.coef_table`'s table.
     alpha : float
         The level of the confidence intervals (not the L2 penalty).
     notes : list of str
@@ -155,7 +155,7 @@ def glm_summary(
         Level of the confidence intervals, ``1 - alpha`` (not the L2 penalty,
         which the header shows as ``Alpha (L2)``).
     cov_type : {"fisher", "sandwich"}, default="fisher"
-        The standard errors' covariance (see :func:`~autoglm_graph.explain.coef_table`).
+        The standard errors' covariance (see :func:`~autoglm_graph.glm.coef_table`).
     weights : {"variance", "frequency"}, default="variance"
         ``"variance"``: statsmodels' ``var_weights`` (row ``i``'s dispersion
         is ``scale / w_i``; the number of observations is the number of

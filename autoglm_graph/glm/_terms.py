@@ -7,9 +7,9 @@ out (treatment coding, as R and statsmodels code a factor), so the levels'
 coefficients are contrasts with the base and are identified without a
 penalty. Without an intercept the numeric columns are scaled but not centred
 (centring would add an intercept to the model). With a formula
-(:mod:`autoglm_graph._formula`) the GLM's columns are the formula's, appended
+(:mod:`autoglm_graph.glm._formula`) the GLM's columns are the formula's, appended
 to the preprocessed design after the network's context; so are the
-penalised spline columns of ``splines`` (:mod:`autoglm_graph._splines`).
+penalised spline columns of ``splines`` (:mod:`autoglm_graph.glm._splines`).
 
 The network varies the GLM's terms per row, and under treatment coding (with
 an intercept, without a formula or splines) also each categorical column's

@@ -380,16 +380,7 @@ class NegativeBinomialFamily(Family):
         """:meth:`log_likelihood`'s rows at this family's ``theta``, times
         ``var_weights / scale`` (statsmodels' ``NegativeBinomial``)."""
         y, mu, v = _loglike_args(y, mu, var_weights)
-        theta = self.theta
-        r = 1.0 / theta
-        ll = (
-            gammaln(y + r)
-            - gammaln(r)
-            - gammaln(y + 1)
-            + xlogy_np(y, theta * mu)
-            - (y + r) * np.log1p(theta * mu)
-        )
-        return v / scale * ll
+        return v / scale * self._log_probability(y, mu, self.theta)
 
     @staticmethod
     def log_likelihood(
@@ -398,15 +389,20 @@ class NegativeBinomialFamily(Family):
         """Weighted log-likelihood ``sum_i w_i log P(y_i; mu_i, theta)``."""
         y, mu = np.asarray(y, dtype=np.float64), np.asarray(mu, dtype=np.float64)
         w = np.ones_like(y) if sample_weight is None else np.asarray(sample_weight)
-        r = 1.0 / theta  # R's glm.nb theta (size)
-        ll = (
+        return float(w @ NegativeBinomialFamily._log_probability(y, mu, theta))
+
+    @staticmethod
+    def _log_probability(y: np.ndarray, mu: np.ndarray, theta: float) -> np.ndarray:
+        """``log P(y_i; mu_i, theta)`` per row (``1 / theta``: R's glm.nb
+        theta, the size)."""
+        r = 1.0 / theta
+        return (
             gammaln(y + r)
             - gammaln(r)
             - gammaln(y + 1)
             + xlogy_np(y, theta * mu)
             - (y + r) * np.log1p(theta * mu)
         )
-        return float(w @ ll)
 
     @classmethod
     def estimate_theta(cls, y: np.ndarray, mu: np.ndarray, sample_weight=None) -> float:

@@ -1,7 +1,7 @@
 """The neighbour graph: each query row's top-k base rows (:class:`NeighborGraph`).
 
 How a graph is found is :mod:`autoglm_graph.neighbors`' (the cosine top-k
-search, exact or approximate) and :mod:`autoglm_graph.refresh`'s (the
+search, exact or approximate) and :mod:`autoglm_graph.neighbors.refresh`'s (the
 embedding graph's refreshes during training).
 """
 
@@ -91,7 +91,7 @@ class NeighborGraph:
         similarities (to ``atol``).
 
         Then any pass over features alone gives copies the same states
-        (:class:`~autoglm_graph.modules.DistinctRows`). An embedding refresh
+        (:class:`~autoglm_graph.network.modules.DistinctRows`). An embedding refresh
         of the distinct rows builds such lists (``cps1988``); masking a row's
         own group out does not (``tuna``'s copies lie in different groups).
         """

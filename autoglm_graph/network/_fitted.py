@@ -1,11 +1,12 @@
 """The fitted network: everything prediction needs from training, in one object.
 
-A :class:`FittedNetwork` owns the trained :class:`~autoglm_graph.modules.GraphGLMNet`,
+A :class:`FittedNetwork` owns the trained
+:class:`~autoglm_graph.network.modules.GraphGLMNet`,
 the graph configuration it was trained with, the training rows and their cached
 per-layer states. It answers new rows (:meth:`FittedNetwork.query`), moves
 between devices (:meth:`FittedNetwork.to`), and turns into plain configuration
 plus named tensors and back (:meth:`FittedNetwork.state`,
-:meth:`FittedNetwork.from_state`): pickling and :mod:`autoglm_graph.io` both go
+:meth:`FittedNetwork.from_state`): pickling and :mod:`autoglm_graph.persistence` both go
 through that pair, so a fitted tensor is declared once, here.
 
 Adding a fitted tensor is one edit: a field of :class:`FittedNetwork` whose
@@ -107,7 +108,7 @@ class FittedNetwork:
     index: tuple | None = field(default=None, repr=False, compare=False)
     #: The settings of the prediction index the fit calibrated (saved; the
     #: index is rebuilt from them), None for the exact search
-    #: (:mod:`autoglm_graph._prediction_index`).
+    #: (:mod:`autoglm_graph.neighbors._prediction_index`).
     prediction_index: PredictionIndex | None = None
 
     # ---------------------------------------------------------------- queries
@@ -288,7 +289,7 @@ class FittedNetwork:
         q = config["net"]["out_channels"] // self.n_outputs - 1
         if design is not None and design.shape[1] != q:
             # The network varies more coefficients than the GLM has terms (a
-            # categorical column's base level: autoglm_graph._terms).
+            # categorical column's base level: autoglm_graph.glm._terms).
             config["design_width"] = int(design.shape[1])
         if self.prediction_index is not None:
             config["prediction_index"] = self.prediction_index.to_config()
@@ -304,7 +305,7 @@ class FittedNetwork:
     ) -> FittedNetwork:
         """The fitted network of :meth:`state`'s output, on ``device``.
 
-        ``config`` and ``tensors`` are trusted here: :mod:`autoglm_graph.io`
+        ``config`` and ``tensors`` are trusted here: :mod:`autoglm_graph.persistence`
         checks a file's against :meth:`expected_shapes` first. ``policy`` is
         the fit's (the estimator's ``fit_policy``; None: the defaults): the
         network reads it (:class:`~autoglm_graph.network.modules.GraphGLMNet`),

@@ -2,7 +2,7 @@
 
 A 1M-row fit runs for more than half an hour; a killed one used to start from
 zero. :class:`Checkpoint` is a callback: every ``every`` epochs it writes the
-training state (:meth:`~autoglm_graph.training.TrainingState.state_dict`:
+training state (:meth:`~autoglm_graph.network.training.TrainingState.state_dict`:
 weights, optimiser, weight average, graphs of the last refresh, the fit's
 random stream, the best epoch so far, early stopping's counters) to ``path``,
 atomically (a file beside it, then a rename). A later fit with the same
@@ -47,7 +47,7 @@ class Checkpoint:
     Examples
     --------
     >>> from autoglm_graph import GraphGLMRegressor
-    >>> from autoglm_graph.checkpoint import Checkpoint
+    >>> from autoglm_graph.network.checkpoint import Checkpoint
     >>> model = GraphGLMRegressor(callbacks=[Checkpoint("fit.ckpt", every=5)])
     """
 

@@ -4,7 +4,7 @@ The estimators' ``global_terms`` and ``local_sign`` are resolved against the
 fitted design (:func:`coefficient_map`) into a :class:`CoefficientMap`, the
 last step of the network's head: it maps the head's raw output to the
 coefficient deviations that enter the linear predictor
-(:func:`autoglm_graph.rows.linear_predictor`), in training and in prediction
+(:func:`autoglm_graph.network.rows.linear_predictor`), in training and in prediction
 alike. The constraints therefore hold by construction, for any row:
 
 - a term held global gets no deviation (exactly 0.0); the intercept held
@@ -21,7 +21,7 @@ The design's columns are ``(u - shift) / scale`` of the user's columns with
 
 Under treatment coding the network also varies each categorical column's base
 level, reported in the intercept's and the other levels' deviations
-(:meth:`autoglm_graph._terms.GLMTerms.reduce`). That would break both
+(:meth:`autoglm_graph.glm._terms.GLMTerms.reduce`). That would break both
 constraints on a level (a level held global would move with its base, a
 signed one leave ``theta * exp(delta)``) and on the intercept, so the network
 varies no base level of a column with a level named in either, and none at
@@ -145,7 +145,7 @@ def coefficient_map(
     glm : GlobalGLM
         The global GLM on its terms.
     terms : GLMTerms or None, default=None
-        The design columns the global GLM reads (:mod:`autoglm_graph._terms`);
+        The design columns the global GLM reads (:mod:`autoglm_graph.glm._terms`);
         None: all of them, with an intercept.
     hold_bases : bool, default=False
         Hold every spline column's basis global, as ``global_terms`` naming

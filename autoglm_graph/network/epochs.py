@@ -1,6 +1,6 @@
 """The three ways an epoch runs: full batch, cached-state parts, mini-batches.
 
-Each is one entry point over a :class:`~autoglm_graph.training.TrainingState`
+Each is one entry point over a :class:`~autoglm_graph.network.training.TrainingState`
 (``state``: its network, loss, forward and optimiser step) that returns the
 epoch's ``(loss, train deviance)``:
 

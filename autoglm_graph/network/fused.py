@@ -115,7 +115,7 @@ class FixedDegreeAdjacency:
         self.all_heads = self.n_src < all_heads_max_src_rows
         self._structures: dict[tuple, tuple] = {}
         #: The destinations' copies, where training found them
-        #: (:class:`~autoglm_graph.modules.DistinctRows`); None: every row
+        #: (:class:`~autoglm_graph.network.modules.DistinctRows`); None: every row
         #: is computed.
         self.distinct = None
 

@@ -142,7 +142,7 @@ class NetConfig:
 
         With ``seed``, the weights are those of ``torch.manual_seed(seed)``,
         the global generator is left as it was, and the network's
-        ``generator`` (its dropout masks, see :mod:`autoglm_graph._random`)
+        ``generator`` (its dropout masks, see :mod:`autoglm_graph.network._random`)
         continues that seed's stream: a fit owns its randomness. ``policy``
         is the fit's (None: the defaults), which the network reads
         (:class:`GraphGLMNet`).
@@ -196,7 +196,7 @@ class GraphGLMNet(nn.Module):
         torch_geometric attention layer.
     message_passing : {"auto", "fused", "pyg"}
         How the attention layers run: ``"fused"`` is the fixed-degree fast path
-        (:mod:`autoglm_graph.fused`, GAT only) with the layer's own weights,
+        (:mod:`autoglm_graph.network.fused`, GAT only) with the layer's own weights,
         ``"pyg"`` the torch_geometric layer itself; ``"auto"`` is the fast path
         where it exists.
     numeric_embedding : {"linear", "periodic"}
@@ -261,7 +261,7 @@ class GraphGLMNet(nn.Module):
                 f"conv={conv!r}."
             )
         #: Where dropout masks come from (None: torch's global generator);
-        #: see :mod:`autoglm_graph._random`.
+        #: see :mod:`autoglm_graph.network._random`.
         self.generator: torch.Generator | None = None
         embedding = self._numeric_embedding()
         width = in_channels if embedding is None else embedding.out_channels
@@ -511,7 +511,7 @@ class GraphGLMNet(nn.Module):
         ``positions`` are the part's rows among all ``n`` training rows,
         ``adjacency`` their neighbour lists among them, ``inputs[l]`` every
         row's cached input to layer ``l`` and ``projected[l]`` its projection
-        (:func:`~autoglm_graph.fused.source_projection`), whose part rows are
+        (:func:`~autoglm_graph.network.fused.source_projection`), whose part rows are
         replaced by this pass's. The pool is that of every row with this
         part's fresh (GNNAutoScale's historical embeddings).
 

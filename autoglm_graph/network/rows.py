@@ -80,9 +80,10 @@ class GraphConfig:
 
 @dataclass
 class CachedStates:
-    """What cached-state steps (:class:`~autoglm_graph.epochs.CachedStateEpochs`)
-    keep between steps: the training graph they belong to, the partition of
-    the training rows into parts (sorted positions) and every row's input to
+    """What cached-state steps
+    (:class:`~autoglm_graph.network.epochs.CachedStateEpochs`) keep between
+    steps: the training graph they belong to, the partition of the training
+    rows into parts (sorted positions) and every row's input to
     each layer (``SourceStates.layers``), written when the row's part last ran."""
 
     graph: NeighborGraph
@@ -111,10 +112,10 @@ def linear_predictor(
     """eta_i = eta_global_i + delta_b_i + x_i . delta_beta_i; returns (eta, delta).
 
     ``coef_map`` maps the network's output to the deviations first (the
-    constraints of :mod:`autoglm_graph.constraints`); None: they are the same.
+    constraints of :mod:`autoglm_graph.network.constraints`); None: they are the same.
     Without an ``intercept`` there is none to vary: ``delta_b`` is zero.
     ``reduce`` maps the network's deviations to the GLM's terms'
-    (:meth:`autoglm_graph._terms.GLMTerms.reduce`); None: they are the same.
+    (:meth:`autoglm_graph.glm._terms.GLMTerms.reduce`); None: they are the same.
     """
     varied = network_deviations(delta, n_outputs, coef_map, intercept=intercept)
     return reported_linear_predictor(varied if reduce is None else reduce(varied), rows)

@@ -2,9 +2,9 @@
 
 The loop is full-batch by default: every epoch is one optimiser step over all
 training rows (cheap at the sizes where that fits in memory); larger fits and
-``batch_size`` run their epochs otherwise (:mod:`autoglm_graph.epochs`).
+``batch_size`` run their epochs otherwise (:mod:`autoglm_graph.network.epochs`).
 Callbacks (``on_epoch_end(trainer, logs) -> bool``) see each epoch's log; early
-stopping (:mod:`autoglm_graph.stopping`) and pruning are callbacks, not
+stopping (:mod:`autoglm_graph.network.stopping`) and pruning are callbacks, not
 branches inside the loop. The tuned rules are a
 :class:`~autoglm_graph.policy.FitPolicy`.
 """
@@ -104,7 +104,7 @@ class Trainer:
     #: None: the network's output is the deviation.
     coef_map: CoefficientMap | None = None
     #: The network's deviations -> the GLM's terms' (a varied base level's
-    #: moved into the intercept's: :meth:`autoglm_graph._terms.GLMTerms.reduce`);
+    #: moved into the intercept's: :meth:`autoglm_graph.glm._terms.GLMTerms.reduce`);
     #: None: the network varies the GLM's terms.
     reduce: Callable | None = None
 
@@ -143,10 +143,10 @@ class Trainer:
         ``neighbor_cache`` shares input-space searches between fits (a
         hyperparameter search passes one to every trial); None gives this fit
         its own. ``seed`` gives the fit its own random stream (initial weights
-        and dropout masks, :mod:`autoglm_graph._random`): the same seed, the
+        and dropout masks, :mod:`autoglm_graph.network._random`): the same seed, the
         same model, whatever other threads draw meanwhile; None draws from
         torch's global generator. ``times`` adds the loop's phases to a
-        fit's :class:`~autoglm_graph._timing.PhaseTimes`.
+        fit's :class:`~autoglm_graph.utils._timing.PhaseTimes`.
         """
         device = train.context.device
         times = PhaseTimes(device) if times is None else times
@@ -216,7 +216,7 @@ class TrainingState:
     ) -> None:
         self.config = config
         self.net = net
-        #: Wall seconds by phase (:class:`~autoglm_graph._timing.PhaseTimes`).
+        #: Wall seconds by phase (:class:`~autoglm_graph.utils._timing.PhaseTimes`).
         self.times = PhaseTimes(net.head[-1].weight.device) if times is None else times
         #: Starts at the configured precision; bf16 may fall back to fp32.
         self.precision = config.precision
@@ -359,7 +359,8 @@ class TrainingState:
         Input-space graphs are fixed during a fit: both are searched once,
         through the neighbour cache (a search's, shared by its trials). An
         embedding-space refresh searches both in one index over the training
-        rows' current embedding (:func:`~autoglm_graph.refresh.refresh_graphs`;
+        rows' current embedding
+        (:func:`~autoglm_graph.neighbors.refresh.refresh_graphs`;
         approximate from 5,000 rows on a CPU): its rows change at every step,
         so the index serves one refresh only. Validation rows are searched at
         each refresh, in the same space and with the same weights, and kept
@@ -368,7 +369,7 @@ class TrainingState:
         itself (30 % of an epoch at 15k rows on one CPU thread).
 
         With groups, a row's neighbours from its own group are masked out too
-        (:meth:`~autoglm_graph.graph.NeighborGraph.without_own_group`).
+        (:meth:`~autoglm_graph.neighbors._graph.NeighborGraph.without_own_group`).
         """
         config = self.config.graph
         # One encoding of the training rows serves both searches.

@@ -5,7 +5,7 @@ then renamed over it) and never goes through a symbolic link; reading bounds
 every member's size before it is read, refuses damaged or suspicious zips and
 verifies the members' sha256 against ``checksums.sha256``. The plain values
 of ``model.json`` (numbers, flags, labels with their dtype) are converted and
-checked here too; what the members mean is :mod:`autoglm_graph.io`'s business.
+checked here too; what the members mean is :mod:`autoglm_graph.persistence`'s business.
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ __all__ = [
 
 FORMAT_NAME = "autoglm_graph.model"
 FORMAT_VERSION = 2
-"""Version of the layout written by :func:`autoglm_graph.io.save_model`;
-:func:`~autoglm_graph.io.load_model` reads exactly this version (2 added
+"""Version of the layout written by :func:`autoglm_graph.persistence.save_model`;
+:func:`~autoglm_graph.persistence.load_model` reads exactly this version (2 added
 ``checksums.sha256`` and ``fitted.offset_used_``). The bootstrap members of
 ``interval_members`` came later, within version 2: a file without them reads
 as before; a file with them needs a reader that knows them (an older one
@@ -327,7 +327,7 @@ def _read_file(path: Path, member: str) -> bytes:
         if size > limit:
             raise ModelFileError(
                 f"{path} has {size} bytes; {member} may have at most {limit} "
-                "(autoglm_graph.io.MAX_MEMBER_BYTES)."
+                "(autoglm_graph.persistence._container.MAX_MEMBER_BYTES)."
             )
         data = f.read(size + 1)  # +1: notice a file that grew meanwhile
     if len(data) > limit:
@@ -365,7 +365,7 @@ def checked_infos(
         if info.file_size > limit:
             raise ModelFileError(
                 f"{where}: {info.filename} claims {info.file_size} bytes; at most "
-                f"{limit} are read (autoglm_graph.io.MAX_MEMBER_BYTES)."
+                f"{limit} are read (the format's MAX_MEMBER_BYTES)."
             )
         if info.file_size > 2**20 and (
             info.file_size > MAX_COMPRESSION_RATIO * max(info.compress_size, 1)

@@ -5,7 +5,7 @@ A saved model is four members, in a directory or in one zip file:
 ``model.json``
     The format name and version, the estimator class (one of an allow-list),
     its constructor parameters, the family (a name from
-    :data:`autoglm_graph.families.FAMILIES` and its numeric parameters), and the
+    :data:`autoglm_graph.glm.families.FAMILIES` and its numeric parameters), and the
     fitted state that is not a tensor (feature names, classes with their
     dtype, history, the network's and trainer's configuration, ...).
 ``tensors.safetensors``

@@ -1,5 +1,5 @@
 """Checks of a saved model's configuration against its tensors, before
-anything is built from them (see :mod:`autoglm_graph.io`)."""
+anything is built from them (see :mod:`autoglm_graph.persistence`)."""
 
 from __future__ import annotations
 

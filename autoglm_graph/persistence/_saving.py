@@ -94,7 +94,8 @@ def save_model(model, path: str | os.PathLike) -> Path:
     ``random_state`` is saved as None too. Tensors are saved from the CPU.
 
     The bootstrap members of ``interval_members`` (``interval_members_``,
-    at most :data:`~autoglm_graph.io.MAX_MEMBERS`) are saved with the model:
+    at most :data:`~autoglm_graph.persistence._container.MAX_MEMBERS`) are
+    saved with the model:
     each member's configuration in ``model.json`` under ``interval_members``,
     its tensors under the names ``members.<i>.<name>``, and the preprocessor
     once (a member's is the model's: the same rows, fitted without weights).
@@ -338,7 +339,7 @@ def _params_to_json(params: dict) -> dict:
 def _dataclass_to_json(value) -> dict:
     """A frozen configuration object (``fit_policy``, ``interval_settings``)
     as a JSON object of its
-    fields; :func:`autoglm_graph.io.load_model` rebuilds it."""
+    fields; :func:`autoglm_graph.persistence.load_model` rebuilds it."""
     fields = {}
     for field in dataclasses.fields(value):
         item = getattr(value, field.name)

@@ -1,7 +1,7 @@
 """torch, imported at its first use rather than with the package's modules.
 
 A model whose network was dropped is the global GLM: loading and predicting
-with it is numpy arithmetic (:mod:`autoglm_graph.predictor`, the families'
+with it is numpy arithmetic (:mod:`autoglm_graph.estimators.predictor`, the families'
 formulas on numpy arrays). The modules on that path write ``torch.exp(...)``
 for their network and training code as everywhere else, but take ``torch``
 from here: the name is bound to a :class:`LazyModule` that imports torch

@@ -7,7 +7,7 @@ were measured on the 2-core CI machine. An estimator therefore runs with
 ``n_jobs`` threads (scikit-learn's meaning: ``None`` is 1 unless a joblib
 ``parallel_config`` says otherwise, ``-1`` all cores) for the duration of a
 call and then restores the caller's settings. faiss follows torch's setting
-(:mod:`autoglm_graph._faiss`). A process that has not imported torch (the
+(:mod:`autoglm_graph.neighbors._faiss`). A process that has not imported torch (the
 prediction of a model that is the global GLM) has no torch pool to limit and
 does not import torch for it.
 """

@@ -101,8 +101,9 @@ def resolve_device(device: str | torch.device) -> torch.device:
 
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
-#: The values of ``message_passing`` (the layers are in :mod:`autoglm_graph.modules`;
-#: here, so that a model is checked without importing them).
+#: The values of ``message_passing`` (the layers are in
+#: :mod:`autoglm_graph.network.modules`; here, so that a model is checked
+#: without importing them).
 MESSAGE_PASSING = ("auto", "fused", "pyg")
 
 
