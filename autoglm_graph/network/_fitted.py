@@ -34,6 +34,7 @@ from ..neighbors import (
     fit_prediction_index,
 )
 from ..policy import FitPolicy
+from .fused import FixedDegreeAdjacency, source_projection
 from .modules import GraphGLMNet, NetConfig, SourceStates
 from .rows import GraphConfig, RowData, autocast, query_forward
 
@@ -110,6 +111,11 @@ class FittedNetwork:
     #: index is rebuilt from them), None for the exact search
     #: (:mod:`autoglm_graph.neighbors._prediction_index`).
     prediction_index: PredictionIndex | None = None
+    #: ``(key, projections)``: each layer's source projection of the training
+    #: rows' states (the fused path), formed at the first query and kept while
+    #: ``key`` (the states and the layers' weights, their versions) holds;
+    #: not saved.
+    projections: tuple | None = field(default=None, repr=False, compare=False)
 
     # ---------------------------------------------------------------- queries
     @property
@@ -212,17 +218,60 @@ class FittedNetwork:
         net = self.net.eval()
         z, queries = self.graph_vectors(context)
         graph = self.search(queries.float())
-        adjacency = net.adjacency(graph, n_src=self.rows.context.shape[0])
         out = query_forward(
             net,
             context,
             self.states,
-            adjacency,
+            self.query_adjacency(graph),
             z=z,
             precision=self.precision,
             return_attention=return_attention,
+            projected=self.source_projections(),
         )
         return (out, graph) if return_graph else out
+
+    def query_adjacency(self, graph: NeighborGraph):
+        """``graph`` (new rows' neighbours) prepared for the network's layers.
+
+        On the fused path all heads go through one product whatever the
+        number of training rows: a query only reads its sources, where one
+        product per head copies each head's states out at every call (the
+        same bits; ``docs/decisions/prediction_speed.md``).
+        """
+        n_src = self.rows.context.shape[0]
+        if not self.net.fused:
+            return self.net.adjacency(graph, n_src=n_src)
+        return FixedDegreeAdjacency(graph, n_src, all_heads=True)
+
+    @torch.no_grad()
+    def source_projections(self) -> list[tuple[Tensor, Tensor]] | None:
+        """Each layer's :func:`~autoglm_graph.network.fused.source_projection`
+        of the training rows' states (None off the fused path).
+
+        Every query reads the same ones, so they are formed once (at the
+        network's precision) and kept; a change of the states or of the
+        layers' weights forms them again. Memory: one ``[n_train, hidden]``
+        tensor per layer.
+        """
+        net = self.net
+        if not net.fused:
+            return None
+        tensors = [*self.states.layers, *net.convs.parameters()]
+        key = (tensors, [t._version for t in tensors])
+        if self.projections is not None:
+            (kept, versions), projections = self.projections
+            same = len(kept) == len(tensors) and all(
+                a is b for a, b in zip(kept, tensors, strict=False)
+            )
+            if same and versions == key[1]:
+                return projections
+        with autocast(self.precision, self.device.type):
+            projections = [
+                source_projection(conv, x_src)
+                for conv, x_src in zip(net.convs, self.states.layers, strict=True)
+            ]
+        self.projections = (key, projections)
+        return projections
 
     def training_graph(self) -> NeighborGraph:
         """The training rows' neighbours among themselves under the kept

@@ -72,6 +72,13 @@ class FixedDegreeAdjacency:
         sparse product, one product per head from there
         (:attr:`~autoglm_graph.policy.FitPolicy.all_heads_max_src_rows`;
         None: the default policy's).
+    all_heads : bool, default=None
+        Whether the attention aggregates all heads in one product whatever
+        ``n_src`` (None: by ``all_heads_max_src_rows``). Both give the same
+        bits. New rows' queries pass True: they only read their sources, and
+        one product per head copies every head's states out at each call
+        (2.3x the time of the layers at 90k sources and 8,192 queries, one
+        process, 2 threads: ``docs/decisions/prediction_speed.md``).
 
     Notes
     -----
@@ -84,6 +91,7 @@ class FixedDegreeAdjacency:
         graph: NeighborGraph,
         n_src: int,
         all_heads_max_src_rows: int | None = None,
+        all_heads: bool | None = None,
     ) -> None:
         if all_heads_max_src_rows is None:
             all_heads_max_src_rows = FitPolicy().all_heads_max_src_rows
@@ -112,7 +120,9 @@ class FixedDegreeAdjacency:
             self.empty_rows = torch.nonzero(outside.all(dim=1)).flatten()
         self.n_src = int(n_src)
         #: Whether all heads go through one CSR product (:func:`_split`).
-        self.all_heads = self.n_src < all_heads_max_src_rows
+        self.all_heads = (
+            self.n_src < all_heads_max_src_rows if all_heads is None else all_heads
+        )
         self._structures: dict[tuple, tuple] = {}
         #: The destinations' copies, where training found them
         #: (:class:`~autoglm_graph.network.modules.DistinctRows`); None: every row

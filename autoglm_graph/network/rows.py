@@ -161,20 +161,54 @@ def query_forward(
     precision: str,
     z: Tensor | None = None,
     return_attention: bool = False,
+    projected: list | None = None,
 ):
     """Coefficient deviations (float32) of rows whose neighbours among the
     training rows (``states``) are ``adjacency``; ``z`` their embedding when
-    the caller has it."""
+    the caller has it. ``projected``: each layer's
+    :func:`~autoglm_graph.network.fused.source_projection` of ``states``,
+    where the caller keeps them (the fused path; the same bits as projecting
+    the states again)."""
     net.eval()
     device_type = context.device.type
     if z is None:
         with autocast(precision, device_type):
             z = net.encode(context)
     with autocast(precision, device_type):
-        out = net.forward_query(
-            context, states, adjacency, z=z, return_attention=return_attention
-        )
+        if projected is None:
+            out = net.forward_query(
+                context, states, adjacency, z=z, return_attention=return_attention
+            )
+        else:
+            out = _forward_projected(
+                net, states, adjacency, z, projected, return_attention
+            )
     return (out[0].float(), out[1]) if return_attention else out.float()
+
+
+def _forward_projected(
+    net: GraphGLMNet,
+    states: SourceStates,
+    adjacency,
+    z: Tensor,
+    projected: list,
+    return_attention: bool,
+):
+    """``net.forward_query`` with the sources' projections given (its
+    layers and head, in its order)."""
+    h, attention = z, None
+    last = net.num_layers - 1
+    for layer in range(net.num_layers):
+        h, attention = net._layer(
+            layer,
+            states.layers[layer],
+            h,
+            adjacency,
+            return_attention=return_attention and layer == last,
+            projected=projected[layer],
+        )
+    delta = net._head(h, states.pooled)
+    return (delta, attention) if return_attention else delta
 
 
 def weighted_mean(values: Tensor, weight: Tensor) -> Tensor:
