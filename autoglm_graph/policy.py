@@ -339,6 +339,17 @@ class FitPolicy(_Settings):
     embedding_sigma : float, default=0.1
         Standard deviation of the periodic embedding's initial frequencies,
         in cycles per standard deviation of the column.
+    embedding_keep_values : bool, default=False
+        Whether the periodic embedding and the piecewise-linear encoding keep
+        each numeric column's value beside its embedding.
+    embedding_bins : int, default=16
+        Quantile bins per numeric column of
+        ``numeric_embedding="piecewise_linear"``
+        (:class:`~autoglm_graph.network.embeddings.PiecewiseLinearEncoding`).
+    warmup_epochs : int, default=0
+        Epochs over which the learning rate rises linearly to
+        ``learning_rate`` (0: from the first epoch); no early-stopping rule
+        counts them (``docs/decisions/numeric_embedding.md``).
     predict_chunk : int, default=8192
         Rows per chunk at prediction: bounds memory; results do not depend
         on it.
@@ -392,6 +403,9 @@ class FitPolicy(_Settings):
     embedding_frequencies: int = 16
     embedding_channels: int = 8
     embedding_sigma: float = 0.1
+    embedding_keep_values: bool = False
+    embedding_bins: int = 16
+    warmup_epochs: int = 0
     predict_chunk: int = 8192
     predict_index_min_rows: int = 50_000
     predict_index_recall: float = 0.99
@@ -409,6 +423,7 @@ class FitPolicy(_Settings):
         "min_rows_for_network",
         "embedding_frequencies",
         "embedding_channels",
+        "embedding_bins",
         "predict_chunk",
     )
     #: The fields that are row or column counts that may be 0.
@@ -420,6 +435,7 @@ class FitPolicy(_Settings):
         "faiss_exact_min_dim",
         "all_heads_max_src_rows",
         "predict_index_min_rows",
+        "warmup_epochs",
     )
 
     def __post_init__(self) -> None:
@@ -440,11 +456,12 @@ class FitPolicy(_Settings):
                 "The FitPolicy field 'cached_state_parts' must be a tuple of two "
                 f"ints (fewest, most) with 1 <= fewest <= most; got {parts!r}."
             )
-        if not isinstance(self.distinct_rows, bool):
-            raise ValueError(
-                "The FitPolicy field 'distinct_rows' must be a bool; got "
-                f"{self.distinct_rows!r}."
-            )
+        for name in ("distinct_rows", "embedding_keep_values"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(
+                    f"The FitPolicy field {name!r} must be a bool; got "
+                    f"{getattr(self, name)!r}."
+                )
         for name in (
             "refresh_jump_stop",
             "stall_standard_errors",

@@ -74,9 +74,11 @@ def test_numpy_formulas_equal_torch(name, params):
     t = torch.as_tensor
 
     def same(from_numpy, from_torch):
+        # 1e-10: sums and transcendental functions round differently in
+        # numpy and torch (the tweedie deviance: 1.2e-12 on some CPUs).
         assert isinstance(from_numpy, np.ndarray | np.generic)
         np.testing.assert_allclose(
-            from_numpy, from_torch.numpy(), rtol=1e-12, atol=1e-300
+            from_numpy, from_torch.numpy(), rtol=1e-10, atol=1e-300
         )
 
     mu = family.inverse_link(eta)

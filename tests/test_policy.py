@@ -76,7 +76,14 @@ def _plain(values: dict) -> dict:
 
 
 #: Fields added since the constants moved into the policy, with their defaults.
-ADDED = {"embedding_frequencies": 16, "embedding_channels": 8, "embedding_sigma": 0.1}
+ADDED = {
+    "embedding_frequencies": 16,
+    "embedding_channels": 8,
+    "embedding_sigma": 0.1,
+    "embedding_keep_values": False,
+    "embedding_bins": 16,
+    "warmup_epochs": 0,
+}
 
 
 def test_defaults_are_the_former_constants():

@@ -141,15 +141,17 @@ COMMON_PARAMS_DOC = """
         torch_geometric layer to float rounding and several times faster on a
         CPU; ``"pyg"``: torch_geometric's layer (the reference). ``"auto"``:
         the fast path where it exists.
-    numeric_embedding : {"linear", "periodic"}, default="linear"
+    numeric_embedding : {"linear", "piecewise_linear", "periodic"}, default="linear"
         How the network's encoder reads the numeric columns (the context's
         columns other than 0/1 indicators). ``"linear"``: as they are, through
-        its first linear layer. ``"periodic"``: each first gets a PLR embedding
-        (trainable periodic features, Gorishniy et al. 2022; sized by
+        its first linear layer. ``"piecewise_linear"``: each becomes one value
+        per quantile bin of the training rows (PLE, Gorishniy et al. 2022;
+        ``FitPolicy.embedding_bins``), the encoder starting from the linear
+        encoder's function, so that the coefficients can bend where a column's
+        effect does. ``"periodic"``: each first gets a PLR embedding
+        (trainable periodic features, the same paper; sized by
         ``FitPolicy.embedding_*``). The GLM's terms are the user's columns
-        either way. ``"linear"`` is the default because ``"periodic"`` helps on
-        some suite datasets and hurts on others
-        (``docs/decisions/numeric_embedding.md``).
+        either way (``docs/decisions/numeric_embedding.md``).
     dropout : float, default=0.1
         Dropout on hidden states and attention weights. With ``dropout=0`` the
         training forward pass doubles as the validation pass (faster), but the

@@ -296,9 +296,11 @@ def _numeric_embedding(est, train) -> dict:
     kind = getattr(est, "numeric_embedding", "linear")
     if kind == "linear":
         return {}
-    from ..network import numeric_columns
+    from ..network import numeric_columns, quantile_edges
 
-    return {
-        "numeric_embedding": kind,
-        "numeric_columns": numeric_columns(train.context),
-    }
+    numeric = numeric_columns(train.context)
+    spec = {"numeric_embedding": kind, "numeric_columns": numeric}
+    if kind == "piecewise_linear":
+        bins = policy_of(est).embedding_bins
+        spec["numeric_edges"] = quantile_edges(train.context, numeric, bins)
+    return spec

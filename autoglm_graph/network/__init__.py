@@ -31,6 +31,7 @@ _EXPORTS = {
     "fit_location_effect": "location",
     "linear_predictor": "rows",
     "numeric_columns": "embeddings",
+    "quantile_edges": "embeddings",
 }
 __all__ = [
     "CONVS",
@@ -49,6 +50,7 @@ __all__ = [
     "fit_location_effect",
     "linear_predictor",
     "numeric_columns",
+    "quantile_edges",
 ]
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
@@ -61,7 +63,7 @@ if TYPE_CHECKING:  # static analysers (and import-linter) see the names
         coefficient_map,
         constrained_positions,
     )
-    from .embeddings import numeric_columns
+    from .embeddings import numeric_columns, quantile_edges
     from .location import LocationEffect, fit_location_effect
     from .modules import CONVS, NetConfig
     from .rows import GraphConfig, RowData, linear_predictor

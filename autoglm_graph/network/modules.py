@@ -21,7 +21,7 @@ from ..neighbors import NeighborGraph
 from ..policy import FitPolicy
 from ..utils import MESSAGE_PASSING
 from ._random import BUILD_LOCK, dropout, replay_context
-from .embeddings import PeriodicEmbedding
+from .embeddings import PeriodicEmbedding, PiecewiseLinearEncoding
 from .fused import FixedDegreeAdjacency, fixed_degree_gat, source_projection
 
 __all__ = [
@@ -129,6 +129,7 @@ class NetConfig:
     message_passing: str = "auto"
     numeric_embedding: str = "linear"
     numeric_columns: tuple[int, ...] = ()
+    numeric_edges: tuple[tuple[float, ...], ...] = ()
 
     @classmethod
     def of(cls, net: GraphGLMNet) -> NetConfig:
@@ -199,14 +200,21 @@ class GraphGLMNet(nn.Module):
         (:mod:`autoglm_graph.network.fused`, GAT only) with the layer's own weights,
         ``"pyg"`` the torch_geometric layer itself; ``"auto"`` is the fast path
         where it exists.
-    numeric_embedding : {"linear", "periodic"}
+    numeric_embedding : {"linear", "periodic", "piecewise_linear"}
         ``"periodic"``: the ``numeric_columns`` of the context get PLR
         embeddings (:class:`~autoglm_graph.network.embeddings.PeriodicEmbedding`,
         sized by the policy's ``embedding_*`` fields) before the encoder's
-        first layer; ``"linear"``: every column enters that layer as it is.
+        first layer; ``"piecewise_linear"``: they get piecewise-linear
+        encodings on the bins ``numeric_edges``
+        (:class:`~autoglm_graph.network.embeddings.PiecewiseLinearEncoding`);
+        ``"linear"``: every column enters that layer as it is.
     numeric_columns : tuple of int
         The context's numeric columns (see
         :func:`~autoglm_graph.network.embeddings.numeric_columns`).
+    numeric_edges : tuple of tuple of float
+        The bin edges of each numeric column under ``"piecewise_linear"``
+        (:func:`~autoglm_graph.network.embeddings.quantile_edges` of the
+        training rows).
     policy : FitPolicy or None
         The rules of the fit the network reads (None: the defaults):
         ``checkpoint_min_rows``, the rows from which training passes
@@ -237,6 +245,7 @@ class GraphGLMNet(nn.Module):
         message_passing: str = "auto",
         numeric_embedding: str = "linear",
         numeric_columns: tuple[int, ...] = (),
+        numeric_edges: tuple[tuple[float, ...], ...] = (),
         policy: FitPolicy | None = None,
     ) -> None:
         super().__init__()
@@ -251,6 +260,9 @@ class GraphGLMNet(nn.Module):
         self.message_passing = message_passing
         self.numeric_embedding = numeric_embedding
         self.numeric_columns = tuple(int(j) for j in numeric_columns)
+        self.numeric_edges = tuple(
+            tuple(float(v) for v in edges) for edges in numeric_edges
+        )
         self.fused = message_passing != "pyg" and conv == "gat"
         #: The fit's rules (saved with the model as the estimator's
         #: ``fit_policy``; a loaded network gets them back).
@@ -296,17 +308,26 @@ class GraphGLMNet(nn.Module):
         )
         self.reset_parameters()
 
-    def _numeric_embedding(self) -> PeriodicEmbedding | None:
-        """The periodic embedding of the numeric columns, first in the
-        encoder (None under ``numeric_embedding="linear"``: the encoder's
-        first layer reads every column as it is, and its weights keep the
-        names of files saved before the option)."""
+    def _numeric_embedding(
+        self,
+    ) -> PeriodicEmbedding | PiecewiseLinearEncoding | None:
+        """The embedding of the numeric columns, first in the encoder (None
+        under ``numeric_embedding="linear"``: the encoder's first layer reads
+        every column as it is, and its weights keep the names of files saved
+        before the option)."""
         if self.numeric_embedding == "linear" or not self.numeric_columns:
             return None
+        if self.numeric_embedding == "piecewise_linear":
+            return PiecewiseLinearEncoding(
+                self.in_channels,
+                self.numeric_columns,
+                self.numeric_edges,
+                keep_values=self.policy.embedding_keep_values,
+            )
         if self.numeric_embedding != "periodic":
             raise ValueError(
-                "numeric_embedding must be 'linear' or 'periodic'; got "
-                f"{self.numeric_embedding!r}."
+                "numeric_embedding must be 'linear', 'periodic' or "
+                f"'piecewise_linear'; got {self.numeric_embedding!r}."
             )
         return PeriodicEmbedding(
             self.in_channels,
@@ -314,6 +335,7 @@ class GraphGLMNet(nn.Module):
             n_frequencies=self.policy.embedding_frequencies,
             embedding_channels=self.policy.embedding_channels,
             sigma=self.policy.embedding_sigma,
+            keep_values=self.policy.embedding_keep_values,
         )
 
     def reset_parameters(self) -> None:
@@ -321,6 +343,8 @@ class GraphGLMNet(nn.Module):
         for module in self.modules():
             if module is not self and hasattr(module, "reset_parameters"):
                 module.reset_parameters()
+        if isinstance(self.encoder[0], PiecewiseLinearEncoding):
+            self.encoder[0].start_as_linear(self.encoder[1])
         # Delta = 0 at the start: the untrained network *is* the global GLM.
         nn.init.zeros_(self.head[-1].weight)
         nn.init.zeros_(self.head[-1].bias)

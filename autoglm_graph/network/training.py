@@ -491,6 +491,17 @@ class TrainingState:
         scaler.update()
         return True
 
+    def _warm_up(self, optimizer, epoch: int) -> None:
+        """The learning rate of ``epoch``: raised linearly over the policy's
+        ``warmup_epochs`` (Adam's first steps move every weight by about the
+        learning rate, whatever its gradient's scale), then the configured one."""
+        warmup = self.config.policy.warmup_epochs
+        if warmup == 0:
+            return
+        rate = self.config.learning_rate * min(1.0, epoch / warmup)
+        for group in optimizer.param_groups:
+            group["lr"] = rate
+
     def _train_step(
         self, optimizer, train: RowData, graph: NeighborGraph, before_step=None
     ) -> tuple:
@@ -592,6 +603,7 @@ class TrainingState:
         # validate on its states (the weights before this epoch's step).
         # (With weight averaging validation needs the averaged weights.)
         reuse = validate is not None and self.net.dropout == 0 and config.ema_decay <= 0
+        self._warm_up(optimizer, epoch)
         # (Reused, the validation counts among the steps.)
         with self.times.phase("steps"):
             loss, train_dev = self._train_step(

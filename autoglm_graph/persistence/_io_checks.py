@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
+import math
 from typing import TYPE_CHECKING
 
 from ..glm import FAMILIES, Family
@@ -292,11 +294,13 @@ def checked_net_spec(spec) -> dict:
 
 
 def _numeric_embedding_spec(spec: dict, in_channels: int) -> dict:
-    """``numeric_embedding`` and ``numeric_columns`` of a network's config."""
+    """``numeric_embedding``, ``numeric_columns`` and ``numeric_edges`` of a
+    network's config."""
     kind, columns = spec["numeric_embedding"], spec.get("numeric_columns", [])
-    if kind not in ("linear", "periodic"):
+    kinds = ("linear", "periodic", "piecewise_linear")
+    if kind not in kinds:
         raise ModelFileError(
-            f"Unknown numeric_embedding {kind!r}; expected 'linear' or 'periodic'."
+            f"Unknown numeric_embedding {kind!r}; expected one of {', '.join(kinds)}."
         )
     if not isinstance(columns, list) or not all(
         type(j) is int and 0 <= j < in_channels for j in columns
@@ -305,4 +309,31 @@ def _numeric_embedding_spec(spec: dict, in_channels: int) -> dict:
             f"numeric_columns must list columns of the context (0 to "
             f"{in_channels - 1}); got {columns!r}."
         )
-    return {"numeric_embedding": kind, "numeric_columns": tuple(columns)}
+    out = {"numeric_embedding": kind, "numeric_columns": tuple(columns)}
+    edges = spec.get("numeric_edges", [])
+    if kind == "piecewise_linear" and columns:
+        out["numeric_edges"] = _bin_edges(edges, len(columns))
+    return out
+
+
+def _bin_edges(edges, n_columns: int) -> tuple[tuple[float, ...], ...]:
+    """Per numeric column, at least two increasing finite bin edges."""
+
+    def increasing(column) -> bool:
+        return (
+            isinstance(column, list)
+            and len(column) >= 2
+            and all(type(v) in (int, float) and math.isfinite(v) for v in column)
+            and all(b > a for a, b in itertools.pairwise(column))
+        )
+
+    if not (isinstance(edges, list) and len(edges) == n_columns):
+        raise ModelFileError(
+            f"numeric_edges must give bin edges for each of the {n_columns} "
+            "numeric columns."
+        )
+    if not all(increasing(column) for column in edges):
+        raise ModelFileError(
+            "numeric_edges must be lists of at least two increasing finite numbers."
+        )
+    return tuple(tuple(float(v) for v in column) for column in edges)
