@@ -13,15 +13,34 @@ measured on its validation rows, and the index's build seconds.
 
     python benchmarks/scale.py predict_index --out benchmarks/results/predict_index
 
+With ``--baseline REV``, whole predictions (with the index) of this tree's
+network and of the network of ``autoglm_graph`` at git revision ``REV``
+(:func:`benchmarks._lib.revisions.import_revision`) alternate instead, on the
+same fitted model: the revision's ``FittedNetwork`` is rebuilt from this one's
+state (its own HNSW index from the same settings, built on one thread: the
+same graph), and this tree's ``Predictor`` serves both, so what differs is the
+network's prediction path alone. The two predict in turn, ``--rounds`` x
+``--repeats`` pairs, the order alternating (the load of a shared machine
+changes within a run): reported are the median and best rows per second of
+each, the median and range of the pairs' ratios, and whether the predictions
+are equal to the bit.
+
+    python benchmarks/scale.py predict_index --sizes 100000 --baseline 22e52a9 \
+        --out benchmarks/results/predict_speed
+
 Timings are for reading, never asserted in tests.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import importlib
+import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from autoglm_graph import FitPolicy, GraphGLMRegressor, cosine_topk, recall_at_k
@@ -54,6 +73,8 @@ def _size(n: int, args) -> list[dict]:
         print(f"n={n}: the fit is the global GLM; skipped", flush=True)
         return []
     fitted = model.predictor().network  # the fitted network itself, no copy
+    if args.baseline is not None:
+        return _against_baseline(model, X_test, n, args)
     spec, index = fitted.prediction_index, fitted.index
     context = torch.as_tensor(model.predictor().design(X_test), dtype=torch.float32)
     queries = fitted.graph_vectors(context)[1].float()
@@ -98,6 +119,70 @@ def _size(n: int, args) -> list[dict]:
     return rows
 
 
+def _baseline_network(fitted, package):
+    """``fitted`` as the revision ``package``'s ``FittedNetwork`` (the
+    network's settings it does not know left out)."""
+    config, tensors = fitted.state()
+    config = dict(config)
+    modules = importlib.import_module(f"{package.__name__}.network.modules")
+    names = {f.name for f in dataclasses.fields(modules.NetConfig)}
+    config["net"] = {k: v for k, v in config["net"].items() if k in names}
+    network = importlib.import_module(f"{package.__name__}.network._fitted")
+    return network.FittedNetwork.from_state(config, tensors, policy=fitted.policy)
+
+
+def _against_baseline(model, X_test, n: int, args) -> list[dict]:
+    from benchmarks._lib.revisions import import_revision
+
+    with tempfile.TemporaryDirectory() as folder:
+        package = import_revision(args.baseline, Path(folder))
+        tree = model.predictor()
+        versions = {
+            args.baseline: dataclasses.replace(
+                tree, network=_baseline_network(tree.network, package)
+            ),
+            "tree": tree,
+        }
+
+        def predict(predictor):
+            eta, _ = predictor.coefficients(predictor.design(X_test))
+            return model.family_.inverse_link(eta[:, 0])
+
+        answers = {}
+        for name, predictor in versions.items():
+            predict(dataclasses.replace(predictor, predict_chunk=100))  # warm-up
+            answers[name] = predict(predictor)
+        # Paired calls, the order alternating: the machine's load changes
+        # within a run, so each pair's ratio is read, and their median.
+        seconds = {name: [] for name in versions}
+        names = list(versions)
+        for repeat in range(args.rounds * args.repeats):
+            for name in names if repeat % 2 == 0 else names[::-1]:
+                start = time.perf_counter()
+                predict(versions[name])
+                seconds[name].append(time.perf_counter() - start)
+    equal = bool(np.array_equal(answers[args.baseline], answers["tree"]))
+    base = np.asarray(seconds[args.baseline])
+    rows = []
+    for name in versions:
+        ratios = base / np.asarray(seconds[name])
+        rows.append(
+            {
+                "n_train": n,
+                "training_rows": int(tree.network.rows.context.shape[0]),
+                "version": name,
+                "threads": args.threads,
+                "median_rows_per_s": int(len(X_test) / np.median(seconds[name])),
+                "best_rows_per_s": int(len(X_test) / np.min(seconds[name])),
+                "x baseline (median of pairs)": round(float(np.median(ratios)), 2),
+                "pairs min-max": f"{ratios.min():.2f}-{ratios.max():.2f}",
+                "equal to the bit": equal,
+            }
+        )
+        print(rows[-1], flush=True)
+    return rows
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -109,6 +194,11 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--baseline",
+        default=None,
+        help="a git revision: whole predictions of its network against this tree's",
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     table = to_markdown([row for n in args.sizes for row in _size(n, args)])
@@ -116,8 +206,10 @@ def main(argv: list[str]) -> None:
     if args.out is not None:
         command = command_line("scale.py predict_index", argv)
         machine = f"{cpu_name()}, torch {torch.__version__}"
+        title = "Prediction index"
+        if args.baseline is not None:
+            title = f"Prediction speed against {args.baseline}"
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.with_suffix(".md").write_text(
-            f"# Prediction index\n\nCommand: `{command}`\n\nMachine: {machine}\n\n"
-            f"{table}\n"
+            f"# {title}\n\nCommand: `{command}`\n\nMachine: {machine}\n\n{table}\n"
         )
