@@ -284,11 +284,13 @@ class FitPolicy(_Settings):
         patience's (and the stall's) stop of a network that has beaten the GLM:
         one still recovering is not stopped short of its best
         (``docs/decisions/recovery_epochs.md``).
-    refresh_jump_stop : float, default=0.005
+    refresh_jump_stop : float, default=inf
         A graph refresh that raises the validation deviance by more than this
         share (and more than the recent gain) ends the fit when the patience
-        would run out before the next refresh
-        (``docs/decisions/refresh_jump_stop.md``).
+        would run out before the next refresh (``docs/decisions/refresh_jump_stop.md``);
+        ``inf``, the default, leaves such a fit to the patience: with the
+        piecewise-linear encoding it cut fits that were still improving
+        (``docs/decisions/numeric_embedding.md``).
     refresh_gain_epochs : int, default=5
         Epochs over which that recent gain of the best value is measured
         (``docs/decisions/refresh_jump_stop.md``).
@@ -387,7 +389,7 @@ class FitPolicy(_Settings):
     screening_epochs: int = 5
     screening_epochs_below_glm: int = 2
     recovery_epochs: int = 5
-    refresh_jump_stop: float = 0.005
+    refresh_jump_stop: float = float("inf")
     refresh_gain_epochs: int = 5
     stall_standard_errors: float = 1.0
     progress_delay_s: float = 10.0

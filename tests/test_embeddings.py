@@ -96,9 +96,11 @@ def test_estimator_with_periodic_embeddings_fits_saves_and_loads(tmp_path):
     assert embedding.numeric.tolist() == [0, 1, 2]
     loaded = load(model.save(tmp_path / "m"))
     np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
-    # The default reads the columns linearly: the encoder's weights keep their
+    # "linear" reads the columns as they are: the encoder's weights keep their
     # names (files saved before the option load as they did).
-    linear = GraphGLMRegressor(local_penalty=1e-6, **params).fit(X, y)
+    linear = GraphGLMRegressor(
+        numeric_embedding="linear", local_penalty=1e-6, **params
+    ).fit(X, y)
     assert isinstance(linear.network_.encoder[0], torch.nn.Linear)
     with pytest.raises(ValueError, match="numeric_embedding"):
         GraphGLMRegressor(numeric_embedding="plr", **params).fit(X, y)

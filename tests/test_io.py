@@ -835,3 +835,30 @@ def test_file_from_before_min_frequency_reads_its_grouping(saved):
     params = load(saved).get_params()
     assert (params["min_frequency"], params["max_categories"]) == (0.01, 50)
     assert params["handle_missing"] == "impute"
+
+
+def test_file_from_before_numeric_embedding_reads_its_linear_encoder(
+    tmp_path, poisson_model
+):
+    """A file saved before ``numeric_embedding`` existed read the numeric
+    columns linearly: its loaded parameter says so, and it predicts as saved."""
+    _, X, offset = poisson_model
+    X_fit, y = _varying(600, "poisson")
+    model = GraphGLMRegressor(
+        family="poisson", numeric_embedding="linear", max_epochs=10, **SMALL
+    ).fit(X_fit, y, offset=offset)
+    path = model.save(tmp_path / "m")
+
+    def forget(config):
+        config["params"].pop("numeric_embedding")
+        net = config["fitted"]["network"]["net"]
+        for key in ("numeric_embedding", "numeric_columns", "numeric_edges"):
+            net.pop(key)
+
+    _edit_json(path, forget)
+    loaded = load(path)
+    assert loaded.get_params()["numeric_embedding"] == "linear"
+    assert GraphGLMRegressor().get_params()["numeric_embedding"] == "piecewise_linear"
+    np.testing.assert_array_equal(
+        loaded.predict(X, offset=offset), model.predict(X, offset=offset)
+    )

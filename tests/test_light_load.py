@@ -269,7 +269,12 @@ def test_model_with_network_still_imports_torch_to_load(tmp_path):
     """The lazy path changes nothing for a network: its load imports torch."""
     X, y, _ = make_varying_coefficients(300, 3, family="poisson", random_state=0)
     model = GraphGLMRegressor(
-        family="poisson", max_epochs=5, hidden_channels=8, heads=2, random_state=0
+        family="poisson",
+        numeric_embedding="linear",  # kept after 5 epochs on 300 rows
+        max_epochs=5,
+        hidden_channels=8,
+        heads=2,
+        random_state=0,
     )
     with pytest.warns(ConvergenceWarning):  # 5 epochs: still improving
         model.fit(X, y)

@@ -137,7 +137,7 @@ def test_a_refresh_that_raises_the_validation_deviance_ends_the_fit():
         stopper = EarlyStopping(
             n_iter_no_change=n_iter_no_change,
             tol=0.0,
-            policy=FitPolicy(screening_epochs=3),
+            policy=FitPolicy(screening_epochs=3, refresh_jump_stop=0.005),
         )
         return [
             stopper.on_epoch_end(

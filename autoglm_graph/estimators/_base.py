@@ -75,7 +75,7 @@ class BaseGraphGLM(BaseEstimator):
         num_layers: int = 2,
         conv: str = "gat",
         message_passing: str = "auto",
-        numeric_embedding: str = "linear",
+        numeric_embedding: str = "piecewise_linear",
         dropout: float = 0.1,
         use_neighbor_targets: bool = True,
         location_columns: list | None = None,

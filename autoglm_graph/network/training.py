@@ -493,14 +493,11 @@ class TrainingState:
 
     def _warm_up(self, optimizer, epoch: int) -> None:
         """The learning rate of ``epoch``: raised linearly over the policy's
-        ``warmup_epochs`` (Adam's first steps move every weight by about the
-        learning rate, whatever its gradient's scale), then the configured one."""
+        ``warmup_epochs``, then the configured one."""
         warmup = self.config.policy.warmup_epochs
-        if warmup == 0:
-            return
-        rate = self.config.learning_rate * min(1.0, epoch / warmup)
-        for group in optimizer.param_groups:
-            group["lr"] = rate
+        if warmup:
+            for group in optimizer.param_groups:
+                group["lr"] = self.config.learning_rate * min(1.0, epoch / warmup)
 
     def _train_step(
         self, optimizer, train: RowData, graph: NeighborGraph, before_step=None

@@ -419,6 +419,8 @@ def _params_from_json(cls, params) -> dict:
         out["splines_local"] = "all"  # a file from before it: every term varied
     if "min_frequency" not in out:  # a file from before it grouped rare levels
         out.update(min_frequency=0.01, max_categories=50)
+    if "numeric_embedding" not in out:  # a file from before it: linear
+        out["numeric_embedding"] = "linear"
     if isinstance(out.get("family"), str):
         get_family(out["family"])  # a registry lookup; unknown names raise
     if out.get("callbacks") is not None:
