@@ -54,6 +54,8 @@ def test_default_search_space():
     assert {"threshold", "n_neighbors", "graph_space", "use_neighbor_targets"} <= set(
         space
     )
+    # Both encodings of the numeric columns, the default first.
+    assert space["numeric_embedding"].choices == ("piecewise_linear", "linear")
     tweedie = GraphGLMRegressor.default_search_space(family="tweedie")
     assert isinstance(tweedie["power"], FloatDistribution)
     hidden = tweedie["hidden_channels"]

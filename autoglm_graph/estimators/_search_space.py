@@ -38,6 +38,9 @@ def default_search_space(family: str | None = None) -> dict[str, BaseDistributio
         "learning_rate": FloatDistribution(3e-4, 3e-2, log=True),
         "local_penalty": FloatDistribution(1e-5, 1e-1, log=True),
         "use_neighbor_targets": CategoricalDistribution([True, False]),
+        # The encoding that helps depends on the data
+        # (docs/decisions/numeric_embedding.md).
+        "numeric_embedding": CategoricalDistribution(["piecewise_linear", "linear"]),
     }
     if family == "tweedie" or getattr(family, "name", None) == "tweedie":
         space["power"] = FloatDistribution(1.05, 1.95)
