@@ -117,15 +117,23 @@ def policy_params(changes: list[str]) -> dict:
 
 
 def fit_once(
-    name: str, seed: int, params: dict, model_seed: int | None = None, package=None
+    name: str,
+    seed: int,
+    params: dict,
+    model_seed: int | None = None,
+    package=None,
+    train_rows: int | None = None,
 ) -> dict:
     """One default fit of ``run.py``'s GraphGLM with ``params`` set (of
     ``package``: a git revision's ``autoglm_graph``, None for this one) on the
-    split of ``seed``, at ``random_state=model_seed`` (None: ``seed``)."""
+    split of ``seed`` (``train_rows`` of its training rows, None: all), at
+    ``random_state=model_seed`` (None: ``seed``)."""
     params = dict(params)
     if model_seed is not None:
         params["random_state"] = model_seed
-    make = make_suite_fit(package or autoglm_graph, name, 1, seed, **params)
+    make = make_suite_fit(
+        package or autoglm_graph, name, 1, seed, train_rows=train_rows, **params
+    )
     fit = make()
     return {
         **fit,
@@ -279,6 +287,13 @@ def ablation(argv: list[str]) -> list[dict]:
         help="also score, per split and variant, the ensemble of the model "
         "seeds' fits (their linear predictors averaged)",
     )
+    parser.add_argument(
+        "--train-rows",
+        type=int,
+        default=None,
+        help="fit on this many of each split's training rows (drawn at random, "
+        "seeded by the split), scored on the whole test split: small data",
+    )
     parser.add_argument("--out", type=Path, default=None, help="write <out>.md")
     args = parser.parse_args(argv)
     if args.ensemble and len(args.model_seeds or []) < 2:
@@ -300,7 +315,8 @@ def ablation(argv: list[str]) -> list[dict]:
     write_record(
         f"Default fits under several variants of {title}",
         command_line("ablation.py", argv),
-        f"Machine: {cpu_name()}, one torch thread; run.py's split per row, "
+        f"Machine: {cpu_name()}, one torch thread; run.py's split per row"
+        + (f" ({args.train_rows} of its training rows), " if args.train_rows else ", ")
         + ("at each model seed." if args.model_seeds else "and its model seed."),
         [
             to_markdown(rows),
@@ -337,7 +353,9 @@ def compare(compared: dict, args) -> tuple[list[dict], list[dict]]:
             if model_seed is not None:
                 row["model seed"] = model_seed
             fits = {
-                label: fit_once(name, seed, params, model_seed, package)
+                label: fit_once(
+                    name, seed, params, model_seed, package, args.train_rows
+                )
                 for label, (params, package) in compared.items()
             }
             for label, fit in fits.items():

@@ -131,6 +131,24 @@ def test_ablation_fits_a_parameter_value_and_parses_values():
     assert ablation.parse_value("False") is False
 
 
+def test_training_subset_keeps_rows_aligned_and_the_test_split_whole():
+    from autoglm_graph.datasets import load_dataset
+
+    revisions = importlib.import_module("benchmarks._lib.revisions")
+    full = load_dataset("randhie", random_state=0)  # offset and groups
+    small = revisions.training_subset(full, 200, seed=0)
+    assert len(small.X_train) == len(small.y_train) == 200
+    assert len(small.offset_train) == len(small.groups_train) == 200
+    assert small.X_test is full.X_test and len(small.y_test) == len(full.y_test)
+    # Each kept row is one of the full split's, with its own target and offset.
+    key = full.X_train.assign(y=full.y_train, offset=full.offset_train)
+    kept = small.X_train.assign(y=small.y_train, offset=small.offset_train)
+    merged = kept.merge(key.drop_duplicates(), how="left", indicator=True)
+    assert (merged["_merge"] == "both").all()
+    again = revisions.training_subset(full, 200, seed=0)
+    np.testing.assert_array_equal(again.y_train, small.y_train)
+
+
 def test_ablation_passes_a_fit_policy_and_sets_no_library_attribute():
     from autoglm_graph import FitPolicy
 

@@ -29,6 +29,7 @@ Timings are for reading, never asserted in tests.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import io
 import subprocess
@@ -155,13 +156,25 @@ def make_fit(package, n: int, threads: int):
     return fit
 
 
-def make_suite_fit(package, name: str, threads: int, seed: int = 0, **params):
+def make_suite_fit(
+    package,
+    name: str,
+    threads: int,
+    seed: int = 0,
+    *,
+    train_rows: int | None = None,
+    **params,
+):
     """A closure fitting ``package``'s estimator as ``run.py`` does on ``name``
-    (its split and model seed ``seed``), with ``params`` set on the estimator."""
+    (its split and model seed ``seed``), with ``params`` set on the estimator;
+    ``train_rows``: on that many of the split's training rows, drawn at
+    random (seeded by ``seed``), scored on the whole test split."""
     from autoglm_graph import get_family
     from autoglm_graph.datasets import load_dataset
 
     ds = load_dataset(name, random_state=seed)
+    if train_rows is not None and train_rows < len(ds.y_train):
+        ds = training_subset(ds, train_rows, seed)
     family_params = family_parameters(name)
     task = models.Task(ds.family, seed=seed, threads=threads, **family_params)
     family = get_family(ds.family, **family_params)
@@ -192,6 +205,19 @@ def make_suite_fit(package, name: str, threads: int, seed: int = 0, **params):
     fit.test_deviance = test_deviance
 
     return fit
+
+
+def training_subset(ds, rows: int, seed: int):
+    """``ds`` with ``rows`` of its training rows drawn without replacement (in
+    their order): small-data fits scored on the same test split."""
+    keep = np.sort(np.random.default_rng(seed).choice(len(ds.y_train), rows, False))
+    subset = {
+        f"{part}_train": None if value is None else value[keep]
+        for part in ("y", "offset", "groups", "coef")
+        for value in [getattr(ds, f"{part}_train")]
+    }
+    X = ds.X_train.iloc[keep].reset_index(drop=True)
+    return dataclasses.replace(ds, X_train=X, **subset)
 
 
 def compare_fits(baseline, n, threads: int, repeats: int, seed: int = 0) -> dict:
