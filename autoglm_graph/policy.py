@@ -348,6 +348,13 @@ class FitPolicy(_Settings):
         Quantile bins per numeric column of
         ``numeric_embedding="piecewise_linear"``
         (:class:`~autoglm_graph.network.embeddings.PiecewiseLinearEncoding`).
+    head_members : int, default=1
+        Members of the network's head (TabM's BatchEnsemble, Gorishniy et al.
+        2024): each reads the head's input through its own random-sign scale,
+        shares the head's first layer and has its own last layer; training
+        minimises the members' mean loss and the model is their mean
+        deviation, one GLM per row. 1: a single head; 4 or 8 members gained
+        nothing beyond their noise (``docs/decisions/head_members.md``).
     warmup_epochs : int, default=0
         Epochs over which the learning rate rises linearly to
         ``learning_rate`` (0: from the first epoch); no early-stopping rule
@@ -407,6 +414,7 @@ class FitPolicy(_Settings):
     embedding_sigma: float = 0.1
     embedding_keep_values: bool = False
     embedding_bins: int = 16
+    head_members: int = 1
     warmup_epochs: int = 0
     predict_chunk: int = 8192
     predict_index_min_rows: int = 50_000
@@ -426,6 +434,7 @@ class FitPolicy(_Settings):
         "embedding_frequencies",
         "embedding_channels",
         "embedding_bins",
+        "head_members",
         "predict_chunk",
     )
     #: The fields that are row or column counts that may be 0.

@@ -82,6 +82,7 @@ ADDED = {
     "embedding_sigma": 0.1,
     "embedding_keep_values": False,
     "embedding_bins": 16,
+    "head_members": 1,
     "warmup_epochs": 0,
 }
 

@@ -248,9 +248,8 @@ class TrainingState:
     def finish(self, train: RowData) -> tuple | None:
         """Drop the loop's scratch; the ``(base, index)`` prediction may reuse.
 
-        Prediction searches the same training rows: an approximate input-space
-        index the fit built over them is kept for it (at 1M rows its build
-        takes minutes).
+        Prediction searches the same training rows: an input-space index the
+        fit built over them is kept for it (at 1M rows it takes minutes).
         """
         index = None
         if self.config.graph.space == "input":
@@ -443,6 +442,9 @@ class TrainingState:
     # ---------------------------------------------------------------- fitting
     def loss(self, delta: Tensor, rows: RowData) -> tuple[Tensor, Tensor]:
         """Half the weighted deviance plus the local penalty, and the deviance."""
+        if delta.dim() == 3:  # head members: their mean loss, their mean's deviance
+            loss = torch.stack([self.loss(d, rows)[0] for d in delta.unbind(1)]).mean()
+            return loss, self.loss(delta.detach().mean(dim=1), rows)[1]
         config = self.config
         delta = network_deviations(
             delta, config.n_outputs, config.coef_map, intercept=config.fit_intercept
@@ -460,9 +462,10 @@ class TrainingState:
         return autocast(self.precision, self._device_type)
 
     def forward(self, context: Tensor, targets, adjacency):
-        """The network's transductive pass at the training's precision."""
+        """The network's transductive pass at the training's precision (each
+        head member's deviations)."""
         with self.amp():
-            delta, states = self.net(context, targets, adjacency)
+            delta, states = self.net(context, targets, adjacency, members=True)
         return delta.float(), states
 
     def backward_step(self, optimizer, loss: Tensor) -> bool:
@@ -492,8 +495,7 @@ class TrainingState:
         return True
 
     def _warm_up(self, optimizer, epoch: int) -> None:
-        """The learning rate of ``epoch``: raised linearly over the policy's
-        ``warmup_epochs``, then the configured one."""
+        """The learning rate of ``epoch``: raised linearly over ``warmup_epochs``."""
         warmup = self.config.policy.warmup_epochs
         if warmup:
             for group in optimizer.param_groups:

@@ -149,7 +149,9 @@ def _network_shapes(
         or not set(present) <= _row_fields()
     ):
         raise ModelFileError(f"train_rows lists {present!r}.")
-    return FittedNetwork.expected_shapes({**network, "net": spec})
+    # The fit's policy shapes some weights (head_members, embedding_keep_values).
+    policy = getattr(model, "fit_policy", None)
+    return FittedNetwork.expected_shapes({**network, "net": spec}, policy)
 
 
 def check_tensors(tensors: dict[str, torch.Tensor], expected: dict) -> None:
