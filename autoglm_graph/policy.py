@@ -355,6 +355,15 @@ class FitPolicy(_Settings):
         minimises the members' mean loss and the model is their mean
         deviation, one GLM per row. 1: a single head; 4 or 8 members gained
         nothing beyond their noise (``docs/decisions/head_members.md``).
+    plateau_lr_factor : float, default=1.0
+        The learning rate is multiplied by this once more than
+        ``plateau_lr_epochs`` epochs in a row have not lowered the validation
+        deviance (torch's ``ReduceLROnPlateau``,
+        :class:`~autoglm_graph.network.schedule.PlateauLearningRate`); 1: a
+        constant rate (0.5 moved no suite dataset beyond its noise,
+        ``docs/decisions/plateau_learning_rate.md``).
+    plateau_lr_epochs : int, default=3
+        Epochs without improvement tolerated at one learning rate.
     warmup_epochs : int, default=0
         Epochs over which the learning rate rises linearly to
         ``learning_rate`` (0: from the first epoch); no early-stopping rule
@@ -415,6 +424,8 @@ class FitPolicy(_Settings):
     embedding_keep_values: bool = False
     embedding_bins: int = 16
     head_members: int = 1
+    plateau_lr_factor: float = 1.0
+    plateau_lr_epochs: int = 3
     warmup_epochs: int = 0
     predict_chunk: int = 8192
     predict_index_min_rows: int = 50_000
@@ -446,6 +457,7 @@ class FitPolicy(_Settings):
         "faiss_exact_min_dim",
         "all_heads_max_src_rows",
         "predict_index_min_rows",
+        "plateau_lr_epochs",
         "warmup_epochs",
     )
 
@@ -482,6 +494,7 @@ class FitPolicy(_Settings):
             _check_real(name, getattr(self, name), low=0.0, high=float("inf"))
         for name in ("refresh_distinct_max_share", "predict_index_recall"):
             _check_real(name, getattr(self, name), 0.0, 1.0)
+        _check_real("plateau_lr_factor", self.plateau_lr_factor, 1e-6, 1.0)
         for name, kind in (("index", IndexSettings), ("tiles", TileSettings)):
             if not isinstance(getattr(self, name), kind):
                 raise ValueError(

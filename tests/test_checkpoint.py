@@ -148,3 +148,42 @@ def test_sigkilled_fit_resumes_to_the_same_model(poisson_600, tmp_path):
     assert first.epoch == 5  # resumed after the epoch-4 checkpoint
     whole = GraphGLMRegressor(**SMALL).fit(X, y)
     np.testing.assert_array_equal(resumed.predict(X), whole.predict(X))
+
+
+class _Rates:
+    """The learning rate at the end of each epoch."""
+
+    def __init__(self) -> None:
+        self.rates = []
+
+    def on_epoch_end(self, trainer, logs) -> bool:
+        self.rates.append(trainer.optimizer.param_groups[0]["lr"])
+        return False
+
+
+def test_resumed_fit_keeps_the_plateau_schedule(poisson_600, tmp_path):
+    """The schedule's counters and its lowered rate are in the record: a fit
+    resumed after the rate fell continues at that rate."""
+    X, y = poisson_600
+    params = dict(
+        SMALL,
+        learning_rate=0.05,  # a rate that overshoots, so that it is lowered
+        fit_policy=FitPolicy(plateau_lr_factor=0.5, plateau_lr_epochs=0),
+    )
+    rates = _Rates()
+    whole = GraphGLMRegressor(
+        **params, callbacks=[Checkpoint(tmp_path / "whole.ckpt", every=4), rates]
+    ).fit(X, y)
+    assert min(rates.rates[:4]) < 0.05  # lowered before the checkpoint
+    path = tmp_path / "fit.ckpt"
+    stopped = GraphGLMRegressor(
+        **params, callbacks=[Checkpoint(path, every=4), _KillAt(7)]
+    )
+    with pytest.raises(_Killed):
+        stopped.fit(X, y)
+    resumed_rates = _Rates()
+    resumed = GraphGLMRegressor(
+        **params, callbacks=[Checkpoint(path, every=4), resumed_rates]
+    ).fit(X, y)
+    assert resumed_rates.rates == rates.rates[4:]
+    np.testing.assert_array_equal(resumed.predict(X), whole.predict(X))

@@ -83,6 +83,8 @@ ADDED = {
     "embedding_keep_values": False,
     "embedding_bins": 16,
     "head_members": 1,
+    "plateau_lr_factor": 1.0,
+    "plateau_lr_epochs": 3,
     "warmup_epochs": 0,
 }
 

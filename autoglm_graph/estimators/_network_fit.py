@@ -168,7 +168,13 @@ def make_trainer(
 ) -> Trainer:
     """The :class:`~autoglm_graph.network.Trainer` of the estimator's
     parameters, for ``n_features`` context columns and the training rows."""
-    from ..network import EarlyStopping, GraphConfig, NetConfig, Trainer
+    from ..network import (
+        EarlyStopping,
+        GraphConfig,
+        NetConfig,
+        PlateauLearningRate,
+        Trainer,
+    )
 
     est = estimator
     policy = policy_of(est)
@@ -190,6 +196,9 @@ def make_trainer(
     if est.early_stopping:
         stopping = EarlyStopping(est.n_iter_no_change, est.tol, policy=policy)
         callbacks.insert(0, stopping)
+    if policy.plateau_lr_factor < 1:  # after the stopping rule, before the user's
+        schedule = PlateauLearningRate.from_policy(policy, est.tol)
+        callbacks.insert(1 if est.early_stopping else 0, schedule)
     return Trainer(
         net=net,
         family=est.family_,

@@ -23,6 +23,7 @@ _EXPORTS = {
     "GraphConfig": "rows",
     "LocationEffect": "location",
     "NetConfig": "modules",
+    "PlateauLearningRate": "schedule",
     "RowData": "rows",
     "Trainer": "training",
     "check_constraint_params": "constraints",
@@ -42,6 +43,7 @@ __all__ = [
     "GraphConfig",
     "LocationEffect",
     "NetConfig",
+    "PlateauLearningRate",
     "RowData",
     "Trainer",
     "check_constraint_params",
@@ -67,5 +69,6 @@ if TYPE_CHECKING:  # static analysers (and import-linter) see the names
     from .location import LocationEffect, fit_location_effect
     from .modules import CONVS, NetConfig
     from .rows import GraphConfig, RowData, linear_predictor
+    from .schedule import PlateauLearningRate
     from .stopping import EarlyStopping
     from .training import Trainer

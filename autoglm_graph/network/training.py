@@ -497,7 +497,7 @@ class TrainingState:
     def _warm_up(self, optimizer, epoch: int) -> None:
         """The learning rate of ``epoch``: raised linearly over ``warmup_epochs``."""
         warmup = self.config.policy.warmup_epochs
-        if warmup:
+        if warmup and epoch <= warmup:  # later, the rate is the schedule's
             for group in optimizer.param_groups:
                 group["lr"] = self.config.learning_rate * min(1.0, epoch / warmup)
 
