@@ -35,6 +35,9 @@ against a git revision, alternating in one process
 (``benchmarks/_lib/revisions.py``; its own ``--help``):
 
     python benchmarks/ablation.py speed --baseline HEAD~1 --sizes 3400 15000 40000
+
+The part ``fallback`` asks whether a GAM would serve better than the GLM where
+the network is dropped (``benchmarks/_lib/gam_fallback.py``).
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ import numpy as np
 import torch
 
 import autoglm_graph
-from benchmarks._lib import fingerprint, revisions
+from benchmarks._lib import fingerprint, gam_fallback, revisions
 from benchmarks._lib.common import (
     command_line,
     cpu_name,
@@ -252,9 +255,13 @@ def variants(args, stack: contextlib.ExitStack) -> dict:
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    """The part ``speed`` or ``fingerprint`` when ``argv[0]`` names it, else
-    an ablation."""
-    parts = {"speed": revisions.main, "fingerprint": fingerprint.main}
+    """The part ``speed``, ``fingerprint`` or ``fallback`` when ``argv[0]``
+    names it, else an ablation."""
+    parts = {
+        "speed": revisions.main,
+        "fingerprint": fingerprint.main,
+        "fallback": gam_fallback.main,
+    }
     return dispatch(argv, parts, default=ablation)
 
 

@@ -149,6 +149,46 @@ def test_training_subset_keeps_rows_aligned_and_the_test_split_whole():
     np.testing.assert_array_equal(again.y_train, small.y_train)
 
 
+def test_unit_deviances_are_the_terms_of_the_mean_deviance():
+    from autoglm_graph import get_family
+
+    suite = importlib.import_module("benchmarks._lib.suite")
+    rng = np.random.default_rng(0)
+    proba = rng.dirichlet(np.ones(3), size=40)
+    cases = {
+        "poisson": (rng.poisson(2.0, 40), rng.uniform(0.5, 4.0, 40)),
+        "binomial": (
+            rng.integers(0, 2, 40),
+            proba[:, :2] / proba[:, :2].sum(1)[:, None],
+        ),
+        "multinomial": (rng.integers(0, 3, 40), proba),
+    }
+    for name, (y, mean) in cases.items():
+        family = get_family(name)
+        rows = suite.unit_deviances(family, y, mean)
+        assert rows.shape == (40,) and np.all(rows >= 0)
+        assert rows.mean() == pytest.approx(suite.mean_deviance(family, y, mean))
+        weights = rng.uniform(0.0, 2.0, 40)
+        weighted = suite.mean_deviance(family, y, mean, weights)
+        assert np.average(rows, weights=weights) == pytest.approx(weighted)
+
+
+@pytest.mark.timeout(180)
+def test_ablation_fallback_scores_each_rule_on_a_dropped_network():
+    gam_fallback = importlib.import_module("benchmarks._lib.gam_fallback")
+    (row,) = gam_fallback.main(["--datasets", "wa_churn", "--model-seeds", "0"])
+    assert row["network kept"] is False  # wa_churn's network is dropped
+    split = gam_fallback._Split("wa_churn")
+    glm = split.test_deviance(split.fit(gam_fallback.GLOBAL_ONLY)[0])
+    gam = split.fit({**gam_fallback.GLOBAL_ONLY, "splines": True})[0]
+    gam = split.test_deviance(gam)
+    assert row["test glm"] == pytest.approx(glm, rel=1e-4)
+    change = float(row["GAM change"].rstrip("%"))
+    se = float(row["se"].rstrip("%"))
+    assert row["test lower"] == pytest.approx(gam if change < 0 else glm, rel=1e-4)
+    assert row["test one se"] == pytest.approx(gam if -change > se else glm, rel=1e-4)
+
+
 def test_ablation_passes_a_fit_policy_and_sets_no_library_attribute():
     from autoglm_graph import FitPolicy
 

@@ -91,17 +91,33 @@ def mean_deviance(
     -------
     float
     """
-    if family.name == "binomial":
-        mu = torch.as_tensor(_clip_proba(mean)[:, 1])
-        target = torch.as_tensor(y, dtype=torch.float64)
-    elif family.name == "multinomial":
-        mu = torch.as_tensor(_clip_proba(mean))
-        target = torch.as_tensor(np.eye(mean.shape[1])[y])
-    else:
-        mu = torch.as_tensor(np.asarray(mean, dtype=np.float64))
-        target = torch.as_tensor(y, dtype=torch.float64)
+    target, mu = _target_and_mean(family, y, mean)
     weight = None if sample_weight is None else torch.as_tensor(sample_weight)
     return float(family.deviance(target, family.link(mu), weight))
+
+
+def unit_deviances(family, y: np.ndarray, mean: np.ndarray) -> np.ndarray:
+    """Each row's unit deviance of ``y`` under the predicted mean (the terms
+    :func:`mean_deviance` averages)."""
+    target, mu = _target_and_mean(family, y, mean)
+    return family.unit_deviance(target, family.link(mu)).numpy()
+
+
+def _target_and_mean(family, y: np.ndarray, mean: np.ndarray) -> tuple:
+    """``y`` and the mean as the family's float64 tensors (class codes one-hot,
+    probabilities clipped)."""
+    if family.name == "binomial":
+        return torch.as_tensor(y, dtype=torch.float64), torch.as_tensor(
+            _clip_proba(mean)[:, 1]
+        )
+    if family.name == "multinomial":
+        return torch.as_tensor(np.eye(mean.shape[1])[y]), torch.as_tensor(
+            _clip_proba(mean)
+        )
+    return (
+        torch.as_tensor(y, dtype=torch.float64),
+        torch.as_tensor(np.asarray(mean, dtype=np.float64)),
+    )
 
 
 def ensemble_mean(family_name: str, means: list[np.ndarray]) -> np.ndarray:
