@@ -270,6 +270,13 @@ class FitPolicy(_Settings):
         training row where at most ``refresh_distinct_max_share`` of the rows
         are distinct and copies list copies; False computes every row
         (``docs/decisions/distinct_rows.md``).
+    network_baseline : {"all_rows", "training_rows"}, default="all_rows"
+        The global GLM the network is trained on top of and judged against on
+        the validation rows: the fitted global GLM, which saw the validation
+        rows, or the GLM refitted on the training rows alone, whose validation
+        deviance is out of sample as the network's is
+        (``docs/decisions/network_baseline.md``: measured, not adopted). The
+        fitted model's global GLM is the one fitted on all rows either way.
     screening_epochs : int, default=5
         Epochs without improvement after which a network that has not beaten
         the global GLM's validation deviance stops, while that deviance does
@@ -402,6 +409,7 @@ class FitPolicy(_Settings):
     cached_state_parts: tuple[int, int] = (4, 8)
     cached_state_part_rows: int = 15_000
     distinct_rows: bool = True
+    network_baseline: str = "all_rows"
     screening_epochs: int = 5
     screening_epochs_below_glm: int = 2
     recovery_epochs: int = 5
@@ -495,6 +503,11 @@ class FitPolicy(_Settings):
         for name in ("refresh_distinct_max_share", "predict_index_recall"):
             _check_real(name, getattr(self, name), 0.0, 1.0)
         _check_real("plateau_lr_factor", self.plateau_lr_factor, 1e-6, 1.0)
+        if self.network_baseline not in ("all_rows", "training_rows"):
+            raise ValueError(
+                "The FitPolicy field 'network_baseline' must be 'all_rows' or "
+                f"'training_rows'; got {self.network_baseline!r}."
+            )
         for name, kind in (("index", IndexSettings), ("tiles", TileSettings)):
             if not isinstance(getattr(self, name), kind):
                 raise ValueError(

@@ -86,6 +86,7 @@ ADDED = {
     "plateau_lr_factor": 1.0,
     "plateau_lr_epochs": 3,
     "warmup_epochs": 0,
+    "network_baseline": "all_rows",
 }
 
 
@@ -177,6 +178,7 @@ def test_estimators_store_clone_and_pickle_the_policy():
         ("all_heads_max_src_rows", -5),
         ("min_rows_for_network", 0),
         ("predict_chunk", 0),
+        ("network_baseline", "validation_rows"),
     ],
 )
 def test_bad_fields_raise_naming_the_field(field, value):

@@ -197,20 +197,12 @@ def solve(
     the splines' smoothing penalty chosen first by generalised
     cross-validation, the negative binomial's theta by maximum likelihood
     where ``theta=None``."""
-    glm_kwargs = dict(
-        sample_weight=rows.sample_weight,
-        offset=rows.offset,
-        alpha=estimator.alpha,
-        penalty_weights=terms.scale**-2.0,  # alpha penalises the user's units
-        fit_intercept=terms.fit_intercept,
-    )
     penalty = scores = None
     if terms.splines is not None:
         terms, penalty, scores = _smoothing_penalty(
             estimator.alpha, glm_design, rows, family, terms, n_outputs
         )
-        weights = terms.penalty_weights(estimator.alpha)
-        glm_kwargs.update(alpha=1.0, penalty_weights=weights)
+    glm_kwargs = _glm_kwargs(estimator.alpha, rows, terms)
     if isinstance(family, NegativeBinomialFamily) and _theta_by_ml(estimator):
         glm, family = fit_negative_binomial(glm_design, rows.y, **glm_kwargs)
     else:
@@ -218,6 +210,45 @@ def solve(
             glm_design, rows.y, family, n_outputs=n_outputs, **glm_kwargs
         )
     return GLMSolution(glm, family, terms, penalty, scores)
+
+
+def solve_on_rows(
+    estimator, rows: FitRows, positions: np.ndarray, n_outputs: int
+) -> GlobalGLM:
+    """The fitted global GLM's model refitted on ``positions`` of the rows:
+    its terms (the splines' penalty as chosen) and family (the negative
+    binomial's theta as estimated), the coefficients alone estimated again
+    (``FitPolicy.network_baseline``)."""
+    terms = estimator._terms
+    subset = FitRows(
+        rows.design[positions],
+        rows.y[positions],
+        rows.sample_weight[positions],
+        None if rows.offset is None else rows.offset[positions],
+        None,
+    )
+    return fit_global_glm(
+        terms.select(subset.design),
+        subset.y,
+        estimator.family_,
+        n_outputs=n_outputs,
+        **_glm_kwargs(estimator.alpha, subset, terms),
+    )
+
+
+def _glm_kwargs(alpha: float, rows: FitRows, terms: GLMTerms) -> dict:
+    """The solver's weights, offset and penalty for ``terms``: ``alpha`` on
+    the user's units, or the splines' penalty with their smoothing one."""
+    kwargs = dict(
+        sample_weight=rows.sample_weight,
+        offset=rows.offset,
+        alpha=alpha,
+        penalty_weights=terms.scale**-2.0,  # alpha penalises the user's units
+        fit_intercept=terms.fit_intercept,
+    )
+    if terms.splines is not None:
+        kwargs.update(alpha=1.0, penalty_weights=terms.penalty_weights(alpha))
+    return kwargs
 
 
 def _smoothing_penalty(
