@@ -332,7 +332,9 @@ class FitPolicy(_Settings):
     checkpoint_min_rows : int or None, default=250_000
         Training passes over at least this many rows recompute activations in
         the backward pass instead of keeping them (memory for time); None
-        never does (``docs/decisions/checkpointing.md``).
+        never does (``docs/decisions/checkpointing.md``). Cached-state steps
+        split the rows into parts below it, where it is at least
+        ``cached_state_part_rows``; a smaller one checkpoints within the parts.
     all_heads_max_src_rows : int, default=60_000
         Source rows below which the fused attention aggregates all heads in
         one sparse product; beyond, one product per head stays in cache

@@ -298,6 +298,27 @@ def test_cached_state_min_rows_and_parts_reach_the_epochs(monkeypatch):
     assert parts == [3, 3]  # 270 rows / 90, within (2, 3)
 
 
+@pytest.mark.parametrize(
+    ("checkpoint_min_rows", "n_rows", "expected"),
+    [
+        (250_000, 300_000, 8),  # the most parts
+        (250_000, 4_000_000, 16),  # below checkpoint_min_rows each
+        (100_000, 60_000, 4),  # the fewest parts
+        (None, 4_000_000, 8),  # the most parts, never checkpointed
+        (1, 300_000, 8),  # checkpointed within parts of the usual size
+        (1, 4_000_000, 8),
+        (15_000, 300_000, 20),  # below checkpoint_min_rows each
+    ],
+)
+def test_cached_state_parts_and_the_checkpoint_size(
+    checkpoint_min_rows, n_rows, expected
+):
+    from autoglm_graph.network.epochs import CachedStateEpochs
+
+    policy = FitPolicy(checkpoint_min_rows=checkpoint_min_rows)
+    assert CachedStateEpochs(policy).n_parts(n_rows) == expected
+
+
 def test_checkpoint_and_attention_thresholds_reach_the_network():
     X, y, _ = make_varying_coefficients(200, 3, family="poisson", random_state=0)
     policy = FitPolicy(checkpoint_min_rows=None, all_heads_max_src_rows=7)

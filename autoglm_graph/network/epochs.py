@@ -117,13 +117,18 @@ class CachedStateEpochs:
 
     def n_parts(self, n: int) -> int:
         """Parts of ``n`` rows: about ``cached_state_part_rows`` each, within
-        ``cached_state_parts``, and below ``checkpoint_min_rows`` rows."""
-        fewest, most = self.policy.cached_state_parts
-        n_parts = min(max(fewest, round(n / self.policy.cached_state_part_rows)), most)
+        ``cached_state_parts``, and below ``checkpoint_min_rows`` rows where
+        that is at least ``cached_state_part_rows``."""
+        policy = self.policy
+        fewest, most = policy.cached_state_parts
+        n_parts = min(max(fewest, round(n / policy.cached_state_part_rows)), most)
         # Parts stay below the size whose activations a full-batch pass
-        # would recompute rather than keep.
-        if self.policy.checkpoint_min_rows is not None:
-            n_parts = max(n_parts, -(-n // self.policy.checkpoint_min_rows))
+        # would recompute rather than keep. A smaller checkpoint_min_rows
+        # checkpoints within the parts instead (as parts of that size, one
+        # row each at 1, an epoch would take n optimiser steps).
+        min_rows = policy.checkpoint_min_rows
+        if min_rows is not None and min_rows >= policy.cached_state_part_rows:
+            n_parts = max(n_parts, -(-n // min_rows))
         return n_parts
 
     def clear(self) -> None:
