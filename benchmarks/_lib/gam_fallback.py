@@ -4,9 +4,9 @@ network is dropped?
 For each dataset (``run.py``'s split 0) and model seed, the default fit. Where
 it returns the global GLM, the GLM and the GAM (``splines=True``, the global
 model alone: ``local_penalty=inf``) are fitted on 90 % of the training rows and
-scored on the other 10 % (drawn with the model seed; the fit's own
-``validation_fraction``, whose rows are not public), and two rules pick the
-fallback: the GAM where its validation deviance is lower
+scored on the other 10 % (drawn with the model seed, whole groups where the
+split has them; the fit's own ``validation_fraction``, whose rows are not
+public), and two rules pick the fallback: the GAM where its validation deviance is lower
 ("lower"), or lower by more than one standard error of the rows' paired
 differences ("one se", the rule that keeps a network). Each rule's model is
 then the chosen global model fitted on all training rows, scored on the test
@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from sklearn.model_selection import GroupShuffleSplit, ShuffleSplit
 
 from autoglm_graph import get_family
 from autoglm_graph.datasets import load_dataset
@@ -63,6 +64,16 @@ class _Split:
         )
         return model, time.perf_counter() - start
 
+    def holdout(self, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """10 % of the training rows held out, whole groups where the split
+        has them (as the estimator's validation split); (rest, held out)."""
+        positions = np.arange(len(self.ds.y_train))
+        if self.ds.groups_train is None:
+            splitter = ShuffleSplit(n_splits=1, test_size=0.1, random_state=seed)
+        else:
+            splitter = GroupShuffleSplit(n_splits=1, test_size=0.1, random_state=seed)
+        return next(splitter.split(positions, groups=self.ds.groups_train))
+
     def training_deviances(self, model, rows: np.ndarray) -> np.ndarray:
         """Unit deviances of ``model`` on ``rows`` of the training split."""
         ds = self.ds
@@ -99,9 +110,7 @@ def dataset_rows(name: str, model_seeds: list[int]) -> list[dict]:
             )
             rows.append({**row, **blank, **{f"test {r}": kept for r in RULES}})
             continue
-        n = len(split.ds.y_train)
-        validation = np.random.default_rng(seed).permutation(n)[: round(0.1 * n)]
-        training = np.setdiff1d(np.arange(n), validation)
+        training, validation = split.holdout(seed)
         glm_rows, gam_rows = (
             split.training_deviances(split.fit(params, training)[0], validation)
             for params in (GLOBAL_ONLY, {**GLOBAL_ONLY, "splines": True})
@@ -167,7 +176,8 @@ def main(argv: list[str]) -> list[dict]:
         to_markdown(summary(rows)),
         "",
         "Per fit (validation: 10 % of the training rows drawn with the model "
-        "seed, the global models fitted on the rest; in-sample GLM: the GLM "
+        "seed, whole groups where there are groups, the global models fitted "
+        "on the rest; in-sample GLM: the GLM "
         "fitted on all training rows, these included, on the same rows, "
         "against the one fitted on the rest):",
         "",
