@@ -378,8 +378,9 @@ class FitPolicy(_Settings):
         ``learning_rate`` (0: from the first epoch); no early-stopping rule
         counts them (``docs/decisions/numeric_embedding.md``).
     predict_chunk : int, default=8192
-        Rows per chunk at prediction: bounds memory; results do not depend
-        on it.
+        Rows per chunk at prediction and in the encoder's passes without
+        gradients (validation, the training rows' states): bounds memory;
+        results do not depend on it.
     predict_index_min_rows : int, default=50_000
         Training rows from which a fit (``graph_backend="auto"``, on a CPU,
         faiss installed) builds an HNSW index over their graph-space vectors

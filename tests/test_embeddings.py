@@ -218,3 +218,33 @@ def test_a_layer_started_as_linear_reads_the_raw_columns_linearly(keep_values):
     residual = other(encoding(x)).detach()
     fit = torch.linalg.lstsq(with_intercept, residual).solution
     assert (with_intercept @ fit - residual).abs().max() > 1e-2
+
+
+@pytest.mark.parametrize("training", [True, False], ids=["training", "eval"])
+@pytest.mark.parametrize("predict_chunk", [7, 12, 5000])
+def test_encode_without_gradients_in_chunks_is_the_whole_pass(training, predict_chunk):
+    """The chunked no-gradient encoder (the fit's memory bound) gives the
+    whole pass's values and, in training mode, the same dropout masks."""
+    from autoglm_graph import FitPolicy
+    from autoglm_graph.network.modules import GraphGLMNet
+
+    x = torch.randn(1003, 5, generator=torch.Generator().manual_seed(0))
+    net = GraphGLMNet(
+        5,
+        3,
+        hidden_channels=7,
+        heads=1,
+        dropout=0.3,
+        numeric_embedding="piecewise_linear",
+        numeric_columns=(0, 2, 3),
+        numeric_edges=quantile_edges(x, (0, 2, 3), 8),
+        policy=FitPolicy(predict_chunk=predict_chunk),
+    ).train(training)
+    net.generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        chunked = net.encode(x)
+    net.generator.manual_seed(1)
+    whole = net.encoder(x).detach()
+    # Dropout zeroes whole entries before the last linear layer, so equal
+    # masks show as equal values; misaligned masks would differ by O(1).
+    torch.testing.assert_close(chunked, whole, rtol=1e-5, atol=1e-5)

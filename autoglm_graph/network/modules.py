@@ -393,8 +393,20 @@ class GraphGLMNet(nn.Module):
         return EdgeListAdjacency(graph)
 
     def encode(self, context: Tensor) -> Tensor:
-        """Encoder output ``z``, shape ``[n, hidden_channels]``."""
-        return self.encoder(context)
+        """Encoder output ``z``, shape ``[n, hidden_channels]``.
+
+        Without gradients the rows go through in chunks of about
+        ``FitPolicy.predict_chunk``: the numeric embedding's ``[n, columns,
+        bins]`` intermediates over all training rows were a fit's peak memory
+        (``benchmarks/results/scale_fit_300k.md``). The encoder is row-wise,
+        and a chunk is a multiple of 4 rows so that its dropout masks are the
+        same bits as the whole pass's (:func:`~._random.keep_mask` draws four
+        entries per 64-bit word, in row order).
+        """
+        chunk = max(4, self.policy.predict_chunk // 4 * 4)
+        if torch.is_grad_enabled() or context.shape[0] <= chunk:
+            return self.encoder(context)
+        return torch.cat([self.encoder(part) for part in context.split(chunk)])
 
     def _layer(
         self,
