@@ -277,6 +277,15 @@ class FitPolicy(_Settings):
         deviance is out of sample as the network's is
         (``docs/decisions/network_baseline.md``: measured, not adopted). The
         fitted model's global GLM is the one fitted on all rows either way.
+    fallback : {"glm", "gam"}, default="glm"
+        What a fit whose network is dropped returns. "glm": the global GLM.
+        "gam": the GLM with a penalised cubic B-spline basis on each of its
+        numeric columns (``splines=True``'s model) where, fitted on the
+        training rows, it beats the GLM fitted on them on the validation rows
+        by more than one standard error (the rule that keeps a network); it
+        is then refitted on all rows. Applies without ``formula``,
+        ``splines``, ``global_terms`` and ``local_sign``
+        (``docs/decisions/gam_fallback.md``).
     screening_epochs : int, default=5
         Epochs without improvement after which a network that has not beaten
         the global GLM's validation deviance stops, while that deviance does
@@ -413,6 +422,7 @@ class FitPolicy(_Settings):
     cached_state_part_rows: int = 15_000
     distinct_rows: bool = True
     network_baseline: str = "all_rows"
+    fallback: str = "glm"
     screening_epochs: int = 5
     screening_epochs_below_glm: int = 2
     recovery_epochs: int = 5
@@ -510,6 +520,11 @@ class FitPolicy(_Settings):
             raise ValueError(
                 "The FitPolicy field 'network_baseline' must be 'all_rows' or "
                 f"'training_rows'; got {self.network_baseline!r}."
+            )
+        if self.fallback not in ("glm", "gam"):
+            raise ValueError(
+                "The FitPolicy field 'fallback' must be 'glm' or 'gam'; got "
+                f"{self.fallback!r}."
             )
         for name, kind in (("index", IndexSettings), ("tiles", TileSettings)):
             if not isinstance(getattr(self, name), kind):

@@ -87,6 +87,7 @@ ADDED = {
     "plateau_lr_epochs": 3,
     "warmup_epochs": 0,
     "network_baseline": "all_rows",
+    "fallback": "glm",
 }
 
 
@@ -179,6 +180,7 @@ def test_estimators_store_clone_and_pickle_the_policy():
         ("min_rows_for_network", 0),
         ("predict_chunk", 0),
         ("network_baseline", "validation_rows"),
+        ("fallback", "splines"),
     ],
 )
 def test_bad_fields_raise_naming_the_field(field, value):

@@ -33,6 +33,7 @@ from ..persistence import save_model
 from ..policy import FitPolicy
 from ..preprocessing import TabularPreprocessor
 from ..utils import PhaseTimes, resolve_device, torch, with_thread_limit
+from . import _gam_fallback as gam_fallback
 from . import _glm_fit as glm_fit
 from . import _reading as reading
 from . import _state as state_io
@@ -205,6 +206,9 @@ class BaseGraphGLM(BaseEstimator):
         reason = self._global_only_reason(X.shape[0], n_context)
         if reason is None:
             reason = self._fit_local(rows, neighbor_cache, times)
+            if self._network_dropped():
+                with times.phase("global_glm"):
+                    rows, reason = self._gam_fallback(rows, reason)
         # A kept location effect alone is not the global GLM either.
         self.is_global_only_ = reason is not None and self.location_effect_ is None
         self.global_only_reason_ = reason
@@ -257,6 +261,9 @@ class BaseGraphGLM(BaseEstimator):
         solution = glm_fit.solve(
             self, glm_design, rows, self.family_, self._terms, self._n_outputs
         )
+        self._fit_global_glm_solution(solution)
+
+    def _fit_global_glm_solution(self, solution: glm_fit.GLMSolution) -> None:
         if solution.splines_penalty is not None:
             self.splines_penalty_ = solution.splines_penalty
             self.splines_scores_ = solution.splines_scores
@@ -308,6 +315,34 @@ class BaseGraphGLM(BaseEstimator):
         self._fitted = trained.network
         self.network_ = trained.network.net
         return None
+
+    def _network_dropped(self) -> bool:
+        """Whether a network was trained and dropped for the global GLM
+        (no location effect kept either)."""
+        return (
+            self.network_ is None
+            and self.location_effect_ is None
+            and bool(self.history_)
+        )
+
+    def _gam_fallback(self, rows: FitRows, reason: str) -> tuple[FitRows, str]:
+        """``FitPolicy(fallback="gam")``: the GAM in place of the global GLM
+        where it beats it on the validation rows; the fit's rows (the GAM's
+        design) and the reason the model is global."""
+        if policy_of(self).fallback != "gam" or not gam_fallback.applies(self):
+            return rows, reason
+        val_pos = self._validation_positions
+        train_pos = np.setdiff1d(np.arange(rows.n_samples), val_pos)
+        choice = gam_fallback.choose_gam(self, rows, train_pos, val_pos)
+        if choice is None:
+            return rows, reason
+        self._fit_global_glm_solution(choice.solution)
+        self.feature_names_out_ = choice.solution.terms.names
+        return choice.rows, (
+            f"{reason}; the GAM (splines on the GLM's numeric columns) beat the "
+            f"GLM's validation deviance by {choice.gain:.3g} (standard error "
+            f"{choice.gain_se:.2g}) and replaced it"
+        )
 
     def _balance(self, rows: FitRows) -> float:
         """Shift the intercept so that the fit reproduces the observed total

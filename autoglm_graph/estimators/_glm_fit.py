@@ -80,16 +80,15 @@ def choose_terms(
         terms = GLMTerms.from_preprocessor(
             preprocessor, columns, estimator.fit_intercept
         )
-    terms = _add_splines(estimator, terms, preprocessor, design)
+    terms = add_splines(splines_of(estimator), terms, preprocessor, design)
     return _vary_base_levels(estimator, terms, preprocessor), base_levels
 
 
-def _add_splines(
-    estimator, terms: GLMTerms, preprocessor: TabularPreprocessor, design
+def add_splines(
+    chosen, terms: GLMTerms, preprocessor: TabularPreprocessor, design
 ) -> GLMTerms:
-    """``terms`` with the spline bases of the ``splines`` parameter's
-    numeric columns appended (themselves when it is False)."""
-    chosen = splines_of(estimator)
+    """``terms`` with the spline bases of ``chosen`` (a ``splines`` parameter's
+    value) numeric columns appended (themselves when it is False)."""
     if chosen is False:
         return terms
     names = [str(n) for n in preprocessor.get_feature_names_out()]

@@ -32,6 +32,7 @@ _EXPORTS = {
     "fit_location_effect": "location",
     "linear_predictor": "rows",
     "numeric_columns": "embeddings",
+    "paired_gain": "stopping",
     "quantile_edges": "embeddings",
 }
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
     "fit_location_effect",
     "linear_predictor",
     "numeric_columns",
+    "paired_gain",
     "quantile_edges",
 ]
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
@@ -70,5 +72,5 @@ if TYPE_CHECKING:  # static analysers (and import-linter) see the names
     from .modules import CONVS, NetConfig
     from .rows import GraphConfig, RowData, linear_predictor
     from .schedule import PlateauLearningRate
-    from .stopping import EarlyStopping
+    from .stopping import EarlyStopping, paired_gain
     from .training import Trainer
