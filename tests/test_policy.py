@@ -87,6 +87,7 @@ ADDED = {
     "plateau_lr_epochs": 3,
     "warmup_epochs": 0,
     "network_baseline": "all_rows",
+    "keep_standard_errors": 0.5,
     "fallback": "glm",
 }
 
@@ -181,6 +182,7 @@ def test_estimators_store_clone_and_pickle_the_policy():
         ("predict_chunk", 0),
         ("network_baseline", "validation_rows"),
         ("fallback", "splines"),
+        ("keep_standard_errors", -1.0),
     ],
 )
 def test_bad_fields_raise_naming_the_field(field, value):

@@ -609,3 +609,22 @@ def test_no_stopping_rule_counts_the_warmup_epochs():
         for e, v in enumerate(values, start=1)
     ]
     assert decisions[:2] == [False, True]
+
+
+@pytest.mark.parametrize("standard_errors", [0.0, 0.5, 1.0, 2.0])
+def test_the_network_is_kept_beyond_keep_standard_errors(standard_errors):
+    from autoglm_graph.network.stopping import EpochSelector
+
+    rng = np.random.default_rng(0)
+    baseline = torch.from_numpy(rng.gamma(2.0, 0.5, 400))
+    # Every row better by 0.011 on average, with noise: about 0.75 se.
+    noise = torch.from_numpy(rng.normal(0.0, 0.3, 400))
+    candidate = baseline - 0.011 + noise - noise.mean()
+    weight = torch.ones(400)
+    gain, gain_se = paired_gain(baseline, candidate, weight)
+    assert 0.5 * gain_se < gain < gain_se
+    selector = EpochSelector(baseline, weight, standard_errors)
+    selector.update(candidate, lambda: "best epoch")
+    kept = gain > standard_errors * gain_se
+    assert selector.ahead() is kept
+    assert selector.select() == ("best epoch" if kept else None)

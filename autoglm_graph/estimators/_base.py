@@ -309,7 +309,7 @@ class BaseGraphGLM(BaseEstimator):
         if trained.network is None:
             return (
                 "the network did not beat the global GLM's validation deviance by "
-                "more than one standard error"
+                f"more than {policy_of(self).keep_standard_errors:g} standard errors"
             )
         self.best_epoch_ = trained.best_epoch
         self._fitted = trained.network

@@ -6,7 +6,8 @@ cubic B-spline basis on each numeric term with at least 6 values, one
 smoothing penalty chosen by generalised cross-validation. The GAM and the GLM
 are fitted on the fit's training rows and compared on its validation rows by
 the rule that keeps a network (:func:`~autoglm_graph.network.paired_gain`:
-lower deviance by more than one standard error). The GLM fitted on all rows
+lower deviance by more than ``FitPolicy.keep_standard_errors`` standard
+errors). The GLM fitted on all rows
 saw the validation rows, so the comparison refits it on the training rows
 too. A GAM that wins is refitted on all rows and becomes the fitted model
 (``docs/decisions/gam_fallback.md``).
@@ -21,6 +22,7 @@ import torch
 
 from ..network import paired_gain
 from . import _glm_fit as glm_fit
+from ._network_fit import policy_of
 from ._rows import FitRows
 
 
@@ -107,7 +109,7 @@ def choose_gam(
         unit_deviance(gam.glm, gam.terms),
         torch.as_tensor(val.sample_weight),
     )
-    if not gain > gain_se:
+    if not gain > policy_of(estimator).keep_standard_errors * gain_se:
         return None
     solution = glm_fit.solve(
         estimator,

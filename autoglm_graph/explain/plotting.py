@@ -438,7 +438,7 @@ def plot_history(model, ax: Axes | None = None) -> Axes:
     The kept epoch (``best_epoch_``) is marked with a dotted vertical line and
     the global GLM's validation deviance (epoch 0 of ``history_``) with a
     dashed horizontal line: the network is kept only when it ends up below it
-    (by one standard error).
+    (by ``FitPolicy.keep_standard_errors`` standard errors).
 
     Parameters
     ----------

@@ -21,8 +21,7 @@ is ``coefficient * b``; ``coefficient`` (the credibility given to the local
 experience) and ``K`` are chosen on the training rows' leave-one-out
 deviance, and the effect is kept only when it lowers the deviance of the
 training rows (leave one out) and the validation rows together by more than
-one standard error (the rule that keeps a network,
-:func:`autoglm_graph.network.stopping.paired_gain`).
+one standard error (:func:`autoglm_graph.network.stopping.paired_gain`).
 
 Measured on the Belgian portfolio (``benchmarks/insurance.py``; 5-fold CV, a
 GLM on the same columns with linear ``long``/``lat``): the same smoothing done

@@ -20,10 +20,15 @@ __all__ = ["EarlyStopping", "EpochSelector", "paired_gain"]
 class EpochSelector:
     """Tracks the best epoch on validation and decides network vs global GLM.
 
-    ``baseline`` is the global GLM's per-row validation deviance (epoch 0).
+    ``baseline`` is the global GLM's per-row validation deviance (epoch 0);
+    the network is kept when its best epoch's gain exceeds ``standard_errors``
+    standard errors (``FitPolicy.keep_standard_errors``).
     """
 
-    def __init__(self, baseline: Tensor, weight: Tensor) -> None:
+    def __init__(
+        self, baseline: Tensor, weight: Tensor, standard_errors: float
+    ) -> None:
+        self.standard_errors = standard_errors
         self.baseline = baseline.double()
         self.weight = weight.double()
         self.baseline_value = self._mean(self.baseline)
@@ -48,21 +53,24 @@ class EpochSelector:
         return value
 
     def ahead(self) -> bool:
-        """Whether the best epoch so far beats the global GLM by more than one
-        standard error (the rule :meth:`select` applies at the end)."""
+        """Whether the best epoch so far beats the global GLM by more than
+        ``standard_errors`` standard errors (the rule :meth:`select` applies at
+        the end)."""
         if self.best_unit is None:
             return False
         gain, gain_se = paired_gain(self.baseline, self.best_unit, self.weight)
-        return gain > gain_se
+        return gain > self.standard_errors * gain_se
 
     def select(self) -> FittedGraphState | None:
-        """The best epoch's state if it beats the global GLM by one SE, else None."""
+        """The best epoch's state if it beats the global GLM by
+        ``standard_errors`` SE, else None."""
         if self.best is None:
             return None
         self.gain, self.gain_se = paired_gain(
             self.baseline, self.best_unit, self.weight
         )
-        return self.best if self.gain > self.gain_se else None
+        keep = self.gain > self.standard_errors * self.gain_se
+        return self.best if keep else None
 
 
 def paired_gain(baseline: Tensor, candidate: Tensor, weight: Tensor) -> tuple:
@@ -70,8 +78,9 @@ def paired_gain(baseline: Tensor, candidate: Tensor, weight: Tensor) -> tuple:
 
     The standard error is that of a weighted mean over ``1 / sum(w_norm**2)``
     effective rows. A network is kept over the global GLM only when its gain
-    exceeds one standard error, at the end (:meth:`EpochSelector.select`) and
-    for the full patience (:meth:`EpochSelector.ahead`).
+    exceeds ``FitPolicy.keep_standard_errors`` of them, at the end
+    (:meth:`EpochSelector.select`) and for the full patience
+    (:meth:`EpochSelector.ahead`).
     """
     diff = baseline.double() - candidate.double()
     w = weight.double() / weight.double().sum()
@@ -87,8 +96,9 @@ class EarlyStopping:
 
     An improvement must beat the best value by ``tol`` (relative). The count
     starts from the global GLM's validation deviance (epoch 0 of the history),
-    and until the best epoch beats it by more than one standard error (the
-    trainer's ``selector``, the rule that keeps a network at the end),
+    and until the best epoch beats it by more than
+    ``FitPolicy.keep_standard_errors`` (the trainer's ``selector``, the rule
+    that keeps a network at the end),
     training stops after ``screening_epochs`` epochs without improvement
     (``screening_epochs_below_glm`` once the best epoch is below the GLM) as
     soon as the validation deviance does not fall: a network that cannot beat
@@ -263,7 +273,7 @@ class EarlyStopping:
         if not screened_out:
             return False
         # Full patience only for a network that would be kept now: ahead of
-        # the GLM by more than one standard error. One merely below it was
+        # the GLM by more than keep_standard_errors. One merely below it was
         # given up at the end anyway (nass_cds: best epoch 9, ran to 19).
         selector = getattr(trainer, "selector", None)
         not_ahead = selector is not None and not selector.ahead()

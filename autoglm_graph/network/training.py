@@ -136,9 +136,9 @@ class Trainer:
 
         With validation rows, the kept epoch is the one of lowest validation
         deviance, and the network is kept only if it beats the global GLM (epoch
-        0) by more than one standard error of the paired per-row difference
-        (the one-standard-error rule: on small or noisy data the simpler model
-        is kept).
+        0) by more than ``FitPolicy.keep_standard_errors`` standard errors of
+        the paired per-row difference (on small or noisy data the simpler
+        model is kept).
 
         ``neighbor_cache`` shares input-space searches between fits (a
         hyperparameter search passes one to every trial); None gives this fit
@@ -561,7 +561,11 @@ class TrainingState:
             zero = torch.zeros(
                 val.y.shape[0], self.net.out_channels, device=val.y.device
             )
-            selector = EpochSelector(self._unit_deviance(zero, val), val.weight)
+            selector = EpochSelector(
+                self._unit_deviance(zero, val),
+                val.weight,
+                self.config.policy.keep_standard_errors,
+            )
             self.history.append({"epoch": 0, "val_deviance": selector.baseline_value})
         self.selector = selector  # early stopping asks it how far ahead the best is
         if config.ema_decay > 0:
