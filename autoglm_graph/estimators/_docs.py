@@ -186,7 +186,9 @@ COMMON_PARAMS_DOC = """
         on the training rows' leave-one-out deviance.
     local_penalty : float, default=1e-3
         Penalty on the squared per-row coefficient deviations. ``numpy.inf``
-        gives exactly the global GLM (no network is trained).
+        gives exactly the global GLM (no network is trained). 1e-3: 1e-4,
+        3e-3 and 1e-2 moved no suite dataset beyond its noise
+        (``docs/decisions/local_penalty.md``).
     global_terms : list of str or None, default=None
         Terms whose coefficient is the same for every row (a regulated or
         protected factor): names in ``feature_names_out_``, categorical input
