@@ -18,9 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
-import torch
 
-from ..network import paired_gain
+from ..utils import torch  # loaded at first use: a saved GLM predicts without it
 from . import _glm_fit as glm_fit
 from ._network_fit import policy_of
 from ._rows import FitRows
@@ -65,6 +64,8 @@ def choose_gam(
     """The GAM refitted on all rows where it beats the GLM on ``val_pos``
     (both fitted on ``train_pos``); None where it does not, or where the GLM
     has no numeric term to bend."""
+    from ..network import paired_gain  # torch: imported where it is used
+
     terms = replace(estimator._terms, varied_bases=None)
     design = terms.context(rows.design)
     gam_terms = glm_fit.add_splines(True, terms, estimator.preprocessor_, design)

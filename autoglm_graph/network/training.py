@@ -558,14 +558,9 @@ class TrainingState:
         self.optimizer = optimizer
         selector = None
         if val is not None:
-            zero = torch.zeros(
-                val.y.shape[0], self.net.out_channels, device=val.y.device
-            )
-            selector = EpochSelector(
-                self._unit_deviance(zero, val),
-                val.weight,
-                self.config.policy.keep_standard_errors,
-            )
+            zero = val.y.new_zeros(val.y.shape[0], self.net.out_channels)
+            keep = config.policy.keep_standard_errors
+            selector = EpochSelector(self._unit_deviance(zero, val), val.weight, keep)
             self.history.append({"epoch": 0, "val_deviance": selector.baseline_value})
         self.selector = selector  # early stopping asks it how far ahead the best is
         if config.ema_decay > 0:
