@@ -230,7 +230,8 @@ COMMON_PARAMS_DOC = """
         fewer epochs and a test deviance 0.7 % lower on average (per fit -11 %
         to +2.6 %; ``benchmarks/results/learning_rate.md``); 1e-2 was worse.
     weight_decay : float, default=1e-4
-        AdamW weight decay of the network.
+        AdamW weight decay of the network (1e-3 moved no suite dataset beyond
+        its noise, ``docs/decisions/weight_decay.md``).
     ema_decay : float, default=0.9
         Decay of an exponential moving average of the network's weights, which
         validation, the kept epoch and prediction use (0: the raw weights).
@@ -257,6 +258,10 @@ COMMON_PARAMS_DOC = """
         without improvement. If no epoch beats the global GLM, the fitted model
         is the global GLM (``is_global_only_``).
     validation_fraction : float, default=0.1
+        Share of the rows held out to choose the epoch and to decide whether
+        the network is kept (whole groups with ``groups``). 0.2 cost the
+        networks that need their training rows (``diamonds`` +50 %,
+        ``docs/decisions/validation_fraction.md``).
     n_iter_no_change : int, default=10
         Patience, counted from the global GLM's validation deviance. A
         network that cannot beat the GLM is given up sooner (screening), one
