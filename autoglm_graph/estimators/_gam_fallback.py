@@ -7,10 +7,9 @@ smoothing penalty chosen by generalised cross-validation. The GAM and the GLM
 are fitted on the fit's training rows and compared on its validation rows by
 the rule that keeps a network (:func:`~autoglm_graph.network.paired_gain`:
 lower deviance by more than ``FitPolicy.keep_standard_errors`` standard
-errors). The GLM fitted on all rows
-saw the validation rows, so the comparison refits it on the training rows
-too. A GAM that wins is refitted on all rows and becomes the fitted model
-(``docs/decisions/gam_fallback.md``).
+errors). The GLM fitted on all rows saw the validation rows, so the
+comparison refits it on the training rows too. A GAM that wins is refitted on
+all rows and becomes the fitted model (``docs/decisions/gam_fallback.md``).
 """
 
 from __future__ import annotations
@@ -96,7 +95,8 @@ def choose_gam(
 
     def unit_deviance(model, model_terms) -> torch.Tensor:
         # The GLM's terms read the preprocessed columns, the GAM's all.
-        width = val.design.shape[1] if model_terms.splines else design.shape[1]
+        splines = model_terms.splines is not None
+        width = val.design.shape[1] if splines else design.shape[1]
         eta = model_terms.select(val.design[:, :width]) @ model.coef.T
         eta = eta + model.intercept
         if val.offset is not None:
