@@ -87,7 +87,7 @@ ADDED = {
     "plateau_lr_epochs": 3,
     "warmup_epochs": 0,
     "network_baseline": "all_rows",
-    "keep_standard_errors": 0.5,
+    "keep_standard_errors": 1.0,
     "fallback": "glm",
 }
 

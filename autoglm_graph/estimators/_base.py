@@ -307,9 +307,10 @@ class BaseGraphGLM(BaseEstimator):
             self.validation_gain_se_ = trained.gain_se
         self.n_iter_ = trained.n_iter
         if trained.network is None:
+            keep = policy_of(self).keep_standard_errors
             return (
                 "the network did not beat the global GLM's validation deviance by "
-                f"more than {policy_of(self).keep_standard_errors:g} standard errors"
+                f"more than {keep:g} standard error{'' if keep == 1 else 's'}"
             )
         self.best_epoch_ = trained.best_epoch
         self._fitted = trained.network
