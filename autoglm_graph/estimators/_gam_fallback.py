@@ -97,10 +97,8 @@ def choose_gam(
         # The GLM's terms read the preprocessed columns, the GAM's all.
         splines = model_terms.splines is not None
         width = val.design.shape[1] if splines else design.shape[1]
-        eta = model_terms.select(val.design[:, :width]) @ model.coef.T
-        eta = eta + model.intercept
-        if val.offset is not None:
-            eta = eta + val.offset[:, None]
+        predictor = replace(estimator.predictor(), global_glm=model, terms=model_terms)
+        eta = predictor.global_eta(val.design[:, :width], val.offset)
         y = val.y if n_outputs > 1 else val.y.reshape(-1)
         eta = eta if n_outputs > 1 else eta[:, 0]
         return torch.as_tensor(family.unit_deviance(y, eta))
