@@ -284,14 +284,25 @@ class FitPolicy(_Settings):
         than the screening to apply). 0.5 kept two better networks on the
         suite and two worse ones on two small datasets outside it
         (``docs/decisions/keep_rule.md``).
-    fallback : {"glm", "gam"}, default="glm"
-        What a fit whose network is dropped returns. "glm": the global GLM.
-        "gam": the GLM with a penalised cubic B-spline basis on each of its
-        numeric columns (``splines=True``'s model) where, fitted on the
-        training rows, it beats the GLM fitted on them on the validation rows
-        by more than ``keep_standard_errors`` (the rule that keeps a network); it
-        is then refitted on all rows. Applies without ``formula``,
-        ``splines``, ``global_terms`` and ``local_sign``
+    fallback : {"gam", "glm"}, default="gam"
+        What a fit whose network is dropped returns. "gam": the GLM with a
+        penalised cubic B-spline basis on each of its numeric columns
+        (``splines=True``'s model, its smoothing penalty chosen on all rows)
+        where, cross-fitted over ``fallback_folds`` folds of all the fit's
+        rows, it beats the GLM cross-fitted on the same folds by more than
+        ``fallback_standard_errors``, else the global GLM; it applies without
+        ``formula``, ``splines``, ``global_terms`` and ``local_sign``. "glm":
+        the global GLM. "gam" gave ``wa_churn`` -1.43 % and no suite dataset
+        worse (``docs/decisions/gam_fallback.md``).
+    fallback_folds : int, default=5
+        Folds of the cross-fitting that decides ``fallback="gam"`` (whole
+        groups with ``groups``, stratified by class for classifiers): every
+        row is held out once, where the fit's validation split holds out a
+        tenth, too few rows to tell a GAM's gain of 1 % from noise.
+    fallback_standard_errors : float, default=2.0
+        Standard errors of the cross-fitted paired per-row differences by
+        which the GAM must beat the GLM under ``fallback="gam"``: one let a
+        GAM worse on the test rows through on one fold draw of ``nass_cds``
         (``docs/decisions/gam_fallback.md``).
     screening_epochs : int, default=5
         Epochs without improvement after which a network that has not beaten
@@ -431,7 +442,9 @@ class FitPolicy(_Settings):
     distinct_rows: bool = True
     network_baseline: str = "all_rows"
     keep_standard_errors: float = 1.0
-    fallback: str = "glm"
+    fallback: str = "gam"
+    fallback_folds: int = 5
+    fallback_standard_errors: float = 2.0
     screening_epochs: int = 5
     screening_epochs_below_glm: int = 2
     recovery_epochs: int = 5
@@ -496,6 +509,7 @@ class FitPolicy(_Settings):
             _check_int(name, getattr(self, name), low=1)
         for name in self._NON_NEGATIVE:
             _check_int(name, getattr(self, name), low=0)
+        _check_int("fallback_folds", self.fallback_folds, low=2)
         if self.checkpoint_min_rows is not None:
             _check_int("checkpoint_min_rows", self.checkpoint_min_rows, low=1)
         parts = self.cached_state_parts
@@ -519,6 +533,7 @@ class FitPolicy(_Settings):
             "refresh_jump_stop",
             "stall_standard_errors",
             "keep_standard_errors",
+            "fallback_standard_errors",
             "progress_delay_s",
             "embedding_sigma",
         ):

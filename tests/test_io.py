@@ -862,3 +862,13 @@ def test_file_from_before_numeric_embedding_reads_its_linear_encoder(
     np.testing.assert_array_equal(
         loaded.predict(X, offset=offset), model.predict(X, offset=offset)
     )
+
+
+def test_a_gam_keeps_its_penalty_choice(tmp_path):
+    X, y = _varying(300, "poisson")
+    model = GraphGLMRegressor(family="poisson", splines=True, local_penalty=np.inf)
+    model.fit(X, y)
+    loaded = load(model.save(tmp_path / "gam.zip"))
+    assert loaded.splines_penalty_ == model.splines_penalty_
+    assert loaded.splines_scores_ == model.splines_scores_
+    _assert_same(model, loaded, X, None)

@@ -88,7 +88,9 @@ ADDED = {
     "warmup_epochs": 0,
     "network_baseline": "all_rows",
     "keep_standard_errors": 1.0,
-    "fallback": "glm",
+    "fallback": "gam",
+    "fallback_folds": 5,
+    "fallback_standard_errors": 2.0,
 }
 
 
@@ -183,6 +185,8 @@ def test_estimators_store_clone_and_pickle_the_policy():
         ("network_baseline", "validation_rows"),
         ("fallback", "splines"),
         ("keep_standard_errors", -1.0),
+        ("fallback_folds", 1),
+        ("fallback_standard_errors", -0.5),
     ],
 )
 def test_bad_fields_raise_naming_the_field(field, value):

@@ -39,7 +39,13 @@ from . import _reading as reading
 from . import _state as state_io
 from ._checks import check_fit_data, check_params, check_X, group_codes
 from ._location_fit import fit_location
-from ._network_fit import fit_network, make_trainer, policy_of, split_rows
+from ._network_fit import (
+    fit_network,
+    fold_rows,
+    make_trainer,
+    policy_of,
+    split_rows,
+)
 from ._rows import FitRows, row_labels
 from .predictor import Predictor
 
@@ -205,10 +211,13 @@ class BaseGraphGLM(BaseEstimator):
         n_context = self._terms.context(rows.design).shape[1]
         reason = self._global_only_reason(X.shape[0], n_context)
         if reason is None:
-            reason = self._fit_local(rows, neighbor_cache, times)
+            # The validation split's seed; the GAM fallback's folds too.
+            rng = check_random_state(self.random_state)
+            seed = int(rng.randint(np.iinfo(np.int32).max))
+            reason = self._fit_local(rows, neighbor_cache, times, seed)
             if self._network_dropped():
                 with times.phase("global_glm"):
-                    rows, reason = self._gam_fallback(rows, reason)
+                    rows, reason = self._gam_fallback(rows, reason, seed)
         # A kept location effect alone is not the global GLM either.
         self.is_global_only_ = reason is not None and self.location_effect_ is None
         self.global_only_reason_ = reason
@@ -272,12 +281,11 @@ class BaseGraphGLM(BaseEstimator):
         self.global_glm_ = solution.glm
         self._set_global_coefficients(solution.glm)
 
-    def _fit_local(self, rows: FitRows, neighbor_cache, times) -> str | None:
+    def _fit_local(self, rows: FitRows, neighbor_cache, times, seed: int) -> str | None:
         """The location effect, then the network of per-row deviations, on
         top of the global GLM; returns why the model stays the global GLM
-        (None: a network was kept)."""
-        rng = check_random_state(self.random_state)
-        seed = int(rng.randint(np.iinfo(np.int32).max))
+        (None: a network was kept). ``seed`` draws the validation split, the
+        initial weights and the dropout masks."""
         train_pos, val_pos = split_rows(self, rows, seed)
         # Read by GraphGLMSearchCV, which scores a trial on these rows.
         self._validation_positions = val_pos
@@ -326,23 +334,26 @@ class BaseGraphGLM(BaseEstimator):
             and bool(self.history_)
         )
 
-    def _gam_fallback(self, rows: FitRows, reason: str) -> tuple[FitRows, str]:
+    def _gam_fallback(
+        self, rows: FitRows, reason: str, seed: int
+    ) -> tuple[FitRows, str]:
         """``FitPolicy(fallback="gam")``: the GAM in place of the global GLM
-        where it beats it on the validation rows; the fit's rows (the GAM's
-        design) and the reason the model is global."""
-        if policy_of(self).fallback != "gam" or not gam_fallback.applies(self):
+        where it beats it cross-fitted on the fit's rows (folds drawn with
+        ``seed``); the fit's rows (the GAM's design) and the reason the model
+        is global."""
+        policy = policy_of(self)
+        if policy.fallback != "gam" or not gam_fallback.applies(self):
             return rows, reason
-        val_pos = self._validation_positions
-        train_pos = np.setdiff1d(np.arange(rows.n_samples), val_pos)
-        choice = gam_fallback.choose_gam(self, rows, train_pos, val_pos)
+        folds = fold_rows(self, rows, policy.fallback_folds, seed)
+        choice = gam_fallback.choose_gam(self, rows, folds)
         if choice is None:
             return rows, reason
         self._fit_global_glm_solution(choice.solution)
         self.feature_names_out_ = choice.solution.terms.names
         return choice.rows, (
             f"{reason}; the GAM (splines on the GLM's numeric columns) beat the "
-            f"GLM's validation deviance by {choice.gain:.3g} (standard error "
-            f"{choice.gain_se:.2g}) and replaced it"
+            f"GLM's held-out deviance over {len(folds)} folds by {choice.gain:.3g} "
+            f"(standard error {choice.gain_se:.2g}) and replaced it"
         )
 
     def _balance(self, rows: FitRows) -> float:

@@ -212,13 +212,21 @@ def solve(
 
 
 def solve_on_rows(
-    estimator, rows: FitRows, positions: np.ndarray, n_outputs: int
+    estimator,
+    rows: FitRows,
+    positions: np.ndarray,
+    n_outputs: int,
+    solution: GLMSolution | None = None,
 ) -> GlobalGLM:
-    """The fitted global GLM's model refitted on ``positions`` of the rows:
-    its terms (the splines' penalty as chosen) and family (the negative
-    binomial's theta as estimated), the coefficients alone estimated again
-    (``FitPolicy.network_baseline``)."""
-    terms = estimator._terms
+    """The fitted global GLM's model (or ``solution``'s) refitted on
+    ``positions`` of the rows: its terms (the splines' penalty as chosen) and
+    family (the negative binomial's theta as estimated), the coefficients
+    alone estimated again (``FitPolicy.network_baseline``, the cross-fitting
+    of ``FitPolicy(fallback="gam")``)."""
+    terms = estimator._terms if solution is None else solution.terms
+    family = estimator.family_ if solution is None else solution.family
+    # Newton's method starts from the model fitted on all the rows: nearby.
+    start = estimator.global_glm_ if solution is None else solution.glm
     subset = FitRows(
         rows.design[positions],
         rows.y[positions],
@@ -229,8 +237,9 @@ def solve_on_rows(
     return fit_global_glm(
         terms.select(subset.design),
         subset.y,
-        estimator.family_,
+        family,
         n_outputs=n_outputs,
+        start=start,
         **_glm_kwargs(estimator.alpha, subset, terms),
     )
 

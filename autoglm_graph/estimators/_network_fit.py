@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.model_selection import GroupShuffleSplit, train_test_split
+from sklearn.model_selection import (
+    GroupKFold,
+    GroupShuffleSplit,
+    KFold,
+    StratifiedKFold,
+    train_test_split,
+)
 
 from ..glm import Family, GLMTerms
 from ..policy import FitPolicy
@@ -54,6 +60,32 @@ def split_rows(estimator, rows: FitRows, seed: int):
     except ValueError:  # a class too small to stratify
         train, val = train_test_split(positions, test_size=fraction, random_state=seed)
     return np.sort(train), np.sort(val)
+
+
+def fold_rows(estimator, rows: FitRows, n_folds: int, seed: int) -> list[np.ndarray]:
+    """The held-out positions of each of ``n_folds`` folds of all the rows
+    (fewer where there are fewer groups; none below 2), sorted and shuffled
+    by ``seed``: whole groups with ``groups``, stratified by class where the
+    classes allow, as :func:`split_rows`'s one validation split."""
+    positions = np.arange(rows.n_samples)
+    if rows.groups is not None:
+        n_folds = min(n_folds, len(np.unique(rows.groups)))
+        if n_folds < 2:
+            return []
+        splitter = GroupKFold(n_folds, shuffle=True, random_state=seed)
+        folds = splitter.split(positions, groups=rows.groups)
+        return [np.sort(held) for _, held in folds]
+    n_folds = min(n_folds, rows.n_samples)
+    if n_folds < 2:
+        return []
+    stratify = estimator._stratify_labels(rows.y)
+    if stratify is not None:
+        counts = np.unique(stratify, return_counts=True)[1]
+        if counts.min() >= n_folds:  # else a class is too small to stratify
+            splitter = StratifiedKFold(n_folds, shuffle=True, random_state=seed)
+            return [np.sort(held) for _, held in splitter.split(positions, stratify)]
+    splitter = KFold(n_folds, shuffle=True, random_state=seed)
+    return [np.sort(held) for _, held in splitter.split(positions)]
 
 
 @dataclass(frozen=True)

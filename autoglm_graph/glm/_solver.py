@@ -250,6 +250,7 @@ def fit_global_glm(
     tol: float = 1e-10,
     newton_max_params: int = 400,
     fit_intercept: bool = True,
+    start: GlobalGLM | None = None,
 ) -> GlobalGLM:
     """Fit the penalized GLM exactly (to ``tol``) in float64.
 
@@ -279,6 +280,9 @@ def fit_global_glm(
         Hessian (``n * m**2`` flops) gives way to L-BFGS-B.
     fit_intercept : bool, default=True
         Whether the model has an intercept; without one, ``intercept`` is 0.
+    start : GlobalGLM, default=None
+        Coefficients on the same columns to start from (None: zero slopes and
+        the mean's intercept): a nearby solution takes fewer steps.
 
     Returns
     -------
@@ -301,9 +305,7 @@ def fit_global_glm(
     off = None if offset is None else np.asarray(offset, dtype=np.float64)
     pw = np.ones(n_features) if penalty_weights is None else np.asarray(penalty_weights)
     obj = _Objective(X, y, family, n_outputs, w, off, alpha, pw, fit_intercept)
-    B = np.zeros((n_outputs, n_features + int(fit_intercept)))
-    if fit_intercept:
-        B[:, -1] = family.start_eta(np.asarray(y), sample_weight, off)
+    B = _start_point(start, family, y, sample_weight, off, obj, fit_intercept)
     if B.size <= newton_max_params:
         B, n_iter, converged = _newton(obj, B, max_iter, tol)
     else:
@@ -313,6 +315,19 @@ def fit_global_glm(
     if alpha == 0 and family.is_classification:
         _warn_if_separated(obj, B, w)
     return _global_glm(B, n_features, n_iter, converged, fit_intercept)
+
+
+def _start_point(start, family, y, sample_weight, offset, obj, intercept):
+    """The parameters Newton's method starts from: ``start``'s, else zero
+    slopes and the intercept of the mean."""
+    B = np.zeros((obj.K, obj.p + int(intercept)))
+    if start is not None:
+        B[:, : obj.p] = start.coef
+        if intercept:
+            B[:, -1] = start.intercept
+    elif intercept:
+        B[:, -1] = family.start_eta(np.asarray(y), sample_weight, offset)
+    return B
 
 
 def _global_glm(

@@ -273,6 +273,7 @@ def choose_penalty(
         offset = None if offset is None else offset[rows]
         n = max_rows
     scores = {}
+    glm = None  # each solve starts from the previous penalty's solution
     for lam in penalties:
         weights = penalty_weights(lam)
         glm = fit_global_glm(
@@ -285,6 +286,7 @@ def choose_penalty(
             alpha=1.0,
             penalty_weights=weights,
             fit_intercept=fit_intercept,
+            start=glm,
         )
         scores[float(lam)] = _gcv(
             design, y, family, glm, w, offset, weights, n_outputs, fit_intercept

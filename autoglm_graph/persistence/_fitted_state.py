@@ -206,7 +206,26 @@ def read_fit_record(fitted: dict) -> dict:
     for key in ("validation_gain_", "validation_gain_se_", "balance_correction_"):
         if key in fitted:
             out[key] = _number(fitted[key], key)
+    if "splines_penalty_" in fitted:  # files from before it lack it
+        out["splines_penalty_"] = _number(
+            fitted["splines_penalty_"], "splines_penalty_"
+        )
+        out["splines_scores_"] = _splines_scores(fitted.get("splines_scores_"))
     return out
+
+
+def _splines_scores(value) -> dict:
+    """The saved ``splines_scores_``: ``[penalty, GCV score]`` pairs."""
+    if not isinstance(value, list) or not all(
+        isinstance(pair, list) and len(pair) == 2 for pair in value
+    ):
+        raise ModelFileError(
+            f"splines_scores_ must list [penalty, score] pairs; got {value!r}."
+        )
+    return {
+        _number(lam, "splines_scores_"): _number(v, "splines_scores_")
+        for lam, v in value
+    }
 
 
 # ------------------------------------------------------------ the intervals

@@ -275,6 +275,10 @@ def _optional_attributes(attributes: dict) -> dict:
     ):
         if key in attributes:
             out[key] = _plain(attributes[key])
+    if attributes.get("splines_penalty_") is not None:  # a GAM's GCV choice
+        out["splines_penalty_"] = float(attributes["splines_penalty_"])
+        scores = attributes["splines_scores_"].items()
+        out["splines_scores_"] = [[float(lam), float(v)] for lam, v in scores]
     if attributes.get("interval_bias_") is not None:
         out["interval_bias_"] = [float(v) for v in attributes["interval_bias_"]]
     if attributes.get("interval_cov_") is not None:  # a global GLM's
