@@ -256,7 +256,9 @@ COMMON_PARAMS_DOC = """
         Hold out ``validation_fraction`` of the rows, keep the epoch with the
         best validation deviance, and stop after ``n_iter_no_change`` epochs
         without improvement. If no epoch beats the global GLM, the fitted model
-        is the global GLM (``is_global_only_``).
+        is the global model (``is_global_only_``): the GLM, or the GAM with
+        splines on its numeric columns where that beats it cross-fitted on
+        all rows (``FitPolicy.fallback``, ``docs/decisions/gam_fallback.md``).
     validation_fraction : float, default=0.1
         Share of the rows held out to choose the epoch and to decide whether
         the network is kept (whole groups with ``groups``). 0.2 cost the
@@ -336,8 +338,11 @@ COMMON_ATTRIBUTES_DOC = """
         interval=...)`` gives its Wald intervals; else None.
     is_global_only_ : bool
         True when the fitted model is exactly the global GLM (no network and
-        no location effect).
+        no location effect), or the GAM that replaced it where the network
+        was dropped (``FitPolicy.fallback``).
     global_only_reason_ : str or None
+        Why the fitted model is global (None: it is not), naming the GAM
+        where one replaced the GLM.
     history_ : list of dict
         Per-epoch ``train_loss``, ``train_deviance``, ``val_deviance``, ``seconds``.
     fit_times_ : dict of str to float
