@@ -17,7 +17,13 @@ from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 from scipy.stats import norm
 
-from autoglm_graph import GraphGLMClassifier, GraphGLMRegressor, IntervalSettings, load
+from autoglm_graph import (
+    FitPolicy,
+    GraphGLMClassifier,
+    GraphGLMRegressor,
+    IntervalSettings,
+    load,
+)
 from autoglm_graph.datasets import make_varying_coefficients
 from autoglm_graph.explain._pilot import local_glms
 from autoglm_graph.glm.families import get_family
@@ -303,6 +309,21 @@ def test_fit_times_count_the_intervals(data):
     phases = sum(seconds for name, seconds in times.items() if name != "total")
     assert phases == pytest.approx(times["total"], rel=1e-9)
     assert abs(phases - wall) <= 0.2 * wall + 0.05
+
+
+def test_members_fall_back_to_the_glm_on_the_model_s_terms(fitted, data):
+    """A member that drops its network returns the GLM, never a GAM with
+    spline terms the other members lack; the rest of its policy is the
+    model's."""
+    assert fitted.fit_policy is None
+    assert fitted.interval_members_[0].fit_policy == FitPolicy(fallback="glm")
+    X, y = data
+    policy = FitPolicy(screening_epochs=3)
+    params = dict(SMALL, max_epochs=2, interval_members=2, fit_policy=policy)
+    model = GraphGLMRegressor(**params).fit(X, y)
+    assert model.fit_policy == policy
+    for member in model.interval_members_:
+        assert member.fit_policy == FitPolicy(fallback="glm", screening_epochs=3)
 
 
 def test_same_seed_same_members(data):

@@ -68,6 +68,7 @@ from sklearn.utils import _safe_indexing, check_random_state
 from sklearn.utils.validation import _check_sample_weight, _num_samples, column_or_1d
 
 from ..glm import split_target
+from ..policy import FitPolicy
 
 __all__ = [
     "IntervalSettings",
@@ -299,6 +300,12 @@ def fit_interval_members(estimator, X, y, sample_weight=None, offset=None, group
         # The members code categorical terms against the estimator's base
         # levels, which a reweighting could otherwise change.
         base_levels=getattr(estimator, "base_levels_", None) or None,
+        # A member that drops its network returns the GLM on the estimator's
+        # terms, whose coefficients stack with the others' (a GAM's would add
+        # spline terms).
+        fit_policy=dataclasses.replace(
+            getattr(estimator, "fit_policy", None) or FitPolicy(), fallback="glm"
+        ),
     )
     members = []
     for _ in range(n_members):
