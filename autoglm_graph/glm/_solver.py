@@ -165,7 +165,12 @@ class _Objective:
                 c = 0.5 * self.wn * d2[:, j]
                 if self.K == 1:
                     c = np.maximum(c, 0.0)  # Fisher-like away from convexity
-                H[k, :, j, :] = self.X1.T @ (self.X1 * c[:, None])
+                    # A.T @ A of one array: numpy's symmetric product (BLAS
+                    # syrk), half the flops of the general one.
+                    scaled = self.X1 * np.sqrt(c)[:, None]
+                    H[k, :, j, :] = scaled.T @ scaled
+                else:
+                    H[k, :, j, :] = self.X1.T @ (self.X1 * c[:, None])
         H = H.reshape(self.K * m, self.K * m)
         H[np.diag_indices_from(H)] += self.pen.ravel()
         return value, grad, H
