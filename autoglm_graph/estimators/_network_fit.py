@@ -68,24 +68,28 @@ def fold_rows(estimator, rows: FitRows, n_folds: int, seed: int) -> list[np.ndar
     by ``seed``: whole groups with ``groups``, stratified by class where the
     classes allow, as :func:`split_rows`'s one validation split."""
     positions = np.arange(rows.n_samples)
+    labels = {}
     if rows.groups is not None:
         n_folds = min(n_folds, len(np.unique(rows.groups)))
-        if n_folds < 2:
-            return []
-        splitter = GroupKFold(n_folds, shuffle=True, random_state=seed)
-        folds = splitter.split(positions, groups=rows.groups)
-        return [np.sort(held) for _, held in folds]
-    n_folds = min(n_folds, rows.n_samples)
+        splitter = GroupKFold
+        labels = {"groups": rows.groups}
+    else:
+        n_folds = min(n_folds, rows.n_samples)
+        splitter = KFold
+        stratify = estimator._stratify_labels(rows.y)
+        # Stratified where every class has a row in every fold.
+        if (
+            stratify is not None
+            and np.unique(stratify, return_counts=True)[1].min() >= n_folds
+        ):
+            splitter = StratifiedKFold
+            labels = {"y": stratify}
     if n_folds < 2:
         return []
-    stratify = estimator._stratify_labels(rows.y)
-    if stratify is not None:
-        counts = np.unique(stratify, return_counts=True)[1]
-        if counts.min() >= n_folds:  # else a class is too small to stratify
-            splitter = StratifiedKFold(n_folds, shuffle=True, random_state=seed)
-            return [np.sort(held) for _, held in splitter.split(positions, stratify)]
-    splitter = KFold(n_folds, shuffle=True, random_state=seed)
-    return [np.sort(held) for _, held in splitter.split(positions)]
+    folds = splitter(n_folds, shuffle=True, random_state=seed).split(
+        positions, **labels
+    )
+    return [np.sort(held) for _, held in folds]
 
 
 @dataclass(frozen=True)
