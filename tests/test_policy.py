@@ -88,6 +88,9 @@ ADDED = {
     "warmup_epochs": 0,
     "network_baseline": "all_rows",
     "keep_standard_errors": 1.0,
+    "keep_check_folds": 5,
+    "keep_check_max_rows": 5_000,
+    "keep_check_standard_errors": 3.0,
     "fallback": "gam",
     "fallback_folds": 5,
     "fallback_standard_errors": 2.0,
@@ -186,6 +189,10 @@ def test_estimators_store_clone_and_pickle_the_policy():
         ("fallback", "splines"),
         ("keep_standard_errors", -1.0),
         ("fallback_folds", 1),
+        ("keep_check_folds", 1),
+        ("keep_check_folds", -2),
+        ("keep_check_max_rows", -1),
+        ("keep_check_standard_errors", float("nan")),
         ("fallback_standard_errors", -0.5),
     ],
 )
@@ -348,6 +355,7 @@ def test_a_loaded_or_unpickled_network_reads_the_fit_s_policy(tmp_path):
     a loaded (or unpickled) model: not the defaults."""
     X, y, _ = make_varying_coefficients(400, 3, family="poisson", random_state=0)
     policy = FitPolicy(
+        keep_check_folds=0,  # the 5-epoch network on 400 rows stays
         checkpoint_min_rows=123,
         all_heads_max_src_rows=7,
         tiles=TileSettings(n_slabs=4),

@@ -40,9 +40,11 @@ from . import _state as state_io
 from ._checks import check_fit_data, check_params, check_X, group_codes
 from ._location_fit import fit_location
 from ._network_fit import (
+    cross_fitted_gain,
     fit_network,
     fold_rows,
     make_trainer,
+    needs_keep_check,
     policy_of,
     split_rows,
 )
@@ -314,12 +316,25 @@ class BaseGraphGLM(BaseEstimator):
             self.validation_gain_ = trained.gain
             self.validation_gain_se_ = trained.gain_se
         self.n_iter_ = trained.n_iter
+        keep = policy_of(self).keep_standard_errors
         if trained.network is None:
-            keep = policy_of(self).keep_standard_errors
             return (
                 "the network did not beat the global GLM's validation deviance by "
                 f"more than {keep:g} standard error{'' if keep == 1 else 's'}"
             )
+        if needs_keep_check(self, rows, trained):
+            checked = cross_fitted_gain(
+                self, rows, self._terms, eta_shift, trained.best_epoch, seed, times
+            )
+            if checked is not None and not checked[0] > keep * checked[1]:
+                gain, gain_se, n_folds = checked
+                return (
+                    f"the network beat the global GLM's validation deviance by "
+                    f"{trained.gain:.3g} (standard error {trained.gain_se:.2g}), "
+                    f"but trained for its {trained.best_epoch} epochs on {n_folds} "
+                    f"folds' other rows its held-out gain was {gain:.3g} "
+                    f"(standard error {gain_se:.2g})"
+                )
         self.best_epoch_ = trained.best_epoch
         self._fitted = trained.network
         self.network_ = trained.network.net

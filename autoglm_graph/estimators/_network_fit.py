@@ -135,26 +135,10 @@ def fit_network(
     without)."""
     from ..network import FittedNetwork
 
-    train_pos, val_pos = split
-    data = row_data(estimator, rows, terms, train_pos, eta_shift)
-    device = estimator.device_
-    if rows.groups is not None:
-        data.group = torch.as_tensor(rows.groups, device=device)
-    train = data.subset(torch.as_tensor(train_pos, device=device))
-    val = None
-    if val_pos is not None and len(val_pos):
-        val = data.subset(torch.as_tensor(val_pos, device=device))
-    del data  # the subsets are copies: free the full set before training
+    train_pos = split[0]
+    train, val = split_data(estimator, rows, terms, split, eta_shift)
     trainer = make_trainer(estimator, terms, train.context.shape[1], train)
-    # The fit's own generator (seeded from the fit's seed) serves the
-    # fused path; fork_rng keeps the caller's global generator as it was
-    # for torch_geometric's layers, which draw from it.
-    # On CUDA torch_geometric's layers draw from the device's generator.
-    cuda = [device] if torch.device(device).type == "cuda" else []
-    with torch.random.fork_rng(devices=cuda):
-        result = trainer.fit(
-            train, val, neighbor_cache=neighbor_cache, seed=seed, times=times
-        )
+    result = _train(estimator, trainer, train, val, seed, neighbor_cache, times)
     n_iter = max(1, len([h for h in result.history if h["epoch"] > 0]))
     trained = TrainedNetwork(result.history, n_iter, result.gain, result.gain_se)
     if result.best is None:
@@ -180,6 +164,98 @@ def fit_network(
     )
 
 
+def split_data(
+    estimator,
+    rows: FitRows,
+    terms: GLMTerms,
+    split: tuple[np.ndarray, np.ndarray | None],
+    eta_shift: np.ndarray | None,
+) -> tuple[RowData, RowData | None]:
+    """The training rows and the validation rows (None: none) of ``split`` as
+    the network reads them (:func:`row_data`)."""
+    train_pos, val_pos = split
+    data = row_data(estimator, rows, terms, train_pos, eta_shift)
+    device = estimator.device_
+    if rows.groups is not None:
+        data.group = torch.as_tensor(rows.groups, device=device)
+    train = data.subset(torch.as_tensor(train_pos, device=device))
+    val = None
+    if val_pos is not None and len(val_pos):
+        val = data.subset(torch.as_tensor(val_pos, device=device))
+    return train, val  # copies: the full set is freed before training
+
+
+def _train(estimator, trainer, train, val, seed, neighbor_cache, times):
+    """``trainer.fit`` in the fit's own random stream."""
+    # The fit's own generator (seeded from the fit's seed) serves the
+    # fused path; fork_rng keeps the caller's global generator as it was
+    # for torch_geometric's layers, which draw from it.
+    # On CUDA torch_geometric's layers draw from the device's generator.
+    device = estimator.device_
+    cuda = [device] if torch.device(device).type == "cuda" else []
+    with torch.random.fork_rng(devices=cuda):
+        return trainer.fit(
+            train, val, neighbor_cache=neighbor_cache, seed=seed, times=times
+        )
+
+
+def needs_keep_check(estimator, rows: FitRows, trained: TrainedNetwork) -> bool:
+    """Whether ``FitPolicy.keep_check_folds`` checks this kept network: a
+    small fit whose network beat the GLM by few standard errors."""
+    policy = policy_of(estimator)
+    return (
+        trained.network is not None
+        and trained.gain is not None
+        and policy.keep_check_folds >= 2
+        and rows.n_samples <= policy.keep_check_max_rows
+        and trained.gain < policy.keep_check_standard_errors * trained.gain_se
+    )
+
+
+def cross_fitted_gain(
+    estimator,
+    rows: FitRows,
+    terms: GLMTerms,
+    eta_shift: np.ndarray | None,
+    epochs: int,
+    seed: int,
+    times,
+) -> tuple[float, float, int] | None:
+    """The network's gain over the global GLM on rows that chose nothing.
+
+    Over ``FitPolicy.keep_check_folds`` folds of all rows (:func:`fold_rows`,
+    drawn with ``seed``), a network with the estimator's settings is trained
+    for ``epochs`` epochs on the other folds' rows and scored on the fold's;
+    the paired per-row gains of all folds are pooled. Returns ``(gain,
+    standard error, folds)``; None where there are fewer than two folds.
+    """
+    from ..network import paired_gain
+
+    folds = fold_rows(estimator, rows, policy_of(estimator).keep_check_folds, seed)
+    if len(folds) < 2:
+        return None
+    everything = np.arange(rows.n_samples)
+    gains, weights = [], []
+    for k, held in enumerate(folds):
+        split = (np.setdiff1d(everything, held), held)
+        train, val = split_data(estimator, rows, terms, split, eta_shift)
+        trainer = make_trainer(
+            estimator,
+            terms,
+            train.context.shape[1],
+            train,
+            max_epochs=epochs,
+            selection="last",
+        )
+        # Each fold's network its own stream; none shares the fit's.
+        result = _train(estimator, trainer, train, val, seed + k + 1, None, times)
+        gains.append(result.gains)
+        weights.append(val.weight.double())
+    zero = torch.zeros(sum(len(g) for g in gains), dtype=torch.float64)
+    gain, gain_se = paired_gain(torch.cat(gains), zero, torch.cat(weights))
+    return gain, gain_se, len(folds)
+
+
 def _warn_if_still_improving(estimator, n_iter: int, best_epoch: int) -> None:
     """ConvergenceWarning when max_epochs cut a still-improving training.
 
@@ -201,10 +277,21 @@ def _warn_if_still_improving(estimator, n_iter: int, best_epoch: int) -> None:
 
 
 def make_trainer(
-    estimator, terms: GLMTerms, n_features: int, train: RowData
+    estimator,
+    terms: GLMTerms,
+    n_features: int,
+    train: RowData,
+    *,
+    max_epochs: int | None = None,
+    selection: str = "best",
 ) -> Trainer:
     """The :class:`~autoglm_graph.network.Trainer` of the estimator's
-    parameters, for ``n_features`` context columns and the training rows."""
+    parameters, for ``n_features`` context columns and the training rows.
+
+    ``max_epochs`` and ``selection="last"``: a fixed number of epochs, the
+    last one kept, without early stopping, the learning-rate schedule or the
+    user's callbacks (the cross-fitted keep check's networks); None: the
+    estimator's, early-stopped where it says so."""
     from ..network import (
         EarlyStopping,
         GraphConfig,
@@ -229,11 +316,13 @@ def make_trainer(
         message_passing=est.message_passing,
         **_numeric_embedding(est, train),
     )
-    callbacks = list(est.callbacks or [])
-    if est.early_stopping:
+    # A fixed count reads nothing of its validation rows (the schedule would).
+    fixed = selection == "last"
+    callbacks = [] if fixed else list(est.callbacks or [])
+    if est.early_stopping and not fixed:
         stopping = EarlyStopping(est.n_iter_no_change, est.tol, policy=policy)
         callbacks.insert(0, stopping)
-    if policy.plateau_lr_factor < 1:  # after the stopping rule, before the user's
+    if policy.plateau_lr_factor < 1 and not fixed:  # before the user's
         schedule = PlateauLearningRate.from_policy(policy, est.tol)
         callbacks.insert(1 if est.early_stopping else 0, schedule)
     return Trainer(
@@ -251,7 +340,7 @@ def make_trainer(
         weight_decay=est.weight_decay,
         local_penalty=est.local_penalty,
         ema_decay=est.ema_decay,
-        max_epochs=est.max_epochs,
+        max_epochs=est.max_epochs if max_epochs is None else max_epochs,
         batch_size=est.batch_size,
         precision=resolve_precision(est.precision, est.device_),
         callbacks=callbacks,
@@ -260,6 +349,7 @@ def make_trainer(
         fit_intercept=terms.fit_intercept,
         coef_map=est._coefficient_map(),
         reduce=terms.reduce if terms.varied_bases else None,
+        selection=selection,
     )
 
 

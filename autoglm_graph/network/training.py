@@ -29,6 +29,7 @@ from ..neighbors import NeighborCache, NeighborGraph, distinct_rows, refresh_gra
 from ..policy import FitPolicy
 from ..utils import PhaseTimes
 from ._random import on_device
+from .averaging import WeightAverage
 from .constraints import CoefficientMap
 from .epochs import CachedStateEpochs, full_batch_epoch, minibatch_epoch
 from .modules import DistinctRows, GraphGLMNet, NetConfig, SourceStates
@@ -107,6 +108,10 @@ class Trainer:
     #: moved into the intercept's: :meth:`autoglm_graph.glm._terms.GLMTerms.reduce`);
     #: None: the network varies the GLM's terms.
     reduce: Callable | None = None
+    #: With validation rows, the epoch kept: "best", the one of least
+    #: validation deviance; "last", the last one run (a fixed number of epochs
+    #: scored on rows that did not choose it: the cross-fitted keep check).
+    selection: str = "best"
 
     #: The scalar settings that :meth:`settings` records.
     SETTINGS = (
@@ -171,6 +176,7 @@ class Trainer:
             net=net,
             precision=state.precision,
             index=index,
+            gains=None if selector is None else selector.row_gains(),
         )
         if best is not None:
             net.load_state_dict(best.state_dict)
@@ -187,9 +193,10 @@ class FitResult:
     ``best`` is the kept epoch's state (None when the global GLM wins), with
     its weights loaded in ``net`` and the training rows' ``states`` under
     them; ``gain`` and ``gain_se`` the validation deviance of the global GLM
-    minus the kept epoch's and its standard error (None without validation
-    rows); ``precision`` the training's final one; ``index`` an input-space
-    search index over the training rows that prediction can reuse.
+    minus the kept epoch's and its standard error, ``gains`` that difference
+    on each validation row (None without validation rows); ``precision`` the
+    training's final one; ``index`` an input-space search index over the
+    training rows that prediction can reuse.
     """
 
     history: list
@@ -200,6 +207,7 @@ class FitResult:
     precision: str
     index: tuple | None = None
     states: SourceStates | None = None
+    gains: Tensor | None = None
 
 
 class TrainingState:
@@ -560,7 +568,12 @@ class TrainingState:
         if val is not None:
             zero = val.y.new_zeros(val.y.shape[0], self.net.out_channels)
             keep = config.policy.keep_standard_errors
-            selector = EpochSelector(self._unit_deviance(zero, val), val.weight, keep)
+            selector = EpochSelector(
+                self._unit_deviance(zero, val),
+                val.weight,
+                keep,
+                last=config.selection == "last",
+            )
             self.history.append({"epoch": 0, "val_deviance": selector.baseline_value})
         self.selector = selector  # early stopping asks it how far ahead the best is
         if config.ema_decay > 0:
@@ -666,68 +679,6 @@ class TrainingState:
     def _snapshot(self, graph: NeighborGraph, epoch: int) -> FittedGraphState:
         state = {k: v.detach().clone() for k, v in self.net.state_dict().items()}
         return FittedGraphState(state_dict=state, train_graph=graph, epoch=epoch)
-
-
-class WeightAverage:
-    """An exponential moving average of a network's weights.
-
-    The average starts from zero and is divided by ``1 - decay**t`` (as
-    Adam's moments are), so it averages the weights after each step only,
-    not the initial ones: short trainings are not pulled back to the start.
-
-    Parameters
-    ----------
-    net : torch.nn.Module
-        The network whose ``state_dict`` is averaged.
-    decay : float
-        Weight of the average so far at each :meth:`update`, in (0, 1).
-
-    Attributes
-    ----------
-    averages : dict of str to Tensor
-        The running (biased) averages, by ``state_dict`` key.
-    steps : int
-        Updates so far.
-    """
-
-    def __init__(self, net: torch.nn.Module, decay: float) -> None:
-        self.net = net
-        self.decay = decay
-        self.averages = {k: torch.zeros_like(v) for k, v in net.state_dict().items()}
-        self.steps = 0
-
-    @torch.no_grad()
-    def update(self) -> None:
-        """Fold the network's current weights into the average."""
-        # One call per operation over all tensors, where a loop makes two per
-        # tensor: the same arithmetic, so the same values to the bit (125 vs
-        # 161 us an epoch for the default network's 28 tensors, one thread).
-        current = self.net.state_dict()
-        averages = list(self.averages.values())
-        torch._foreach_mul_(averages, self.decay)
-        torch._foreach_add_(
-            averages, [current[k] for k in self.averages], alpha=1 - self.decay
-        )
-        self.steps += 1
-
-    @contextlib.contextmanager
-    def applied(self):
-        """The (bias-corrected) averaged weights in place of the raw ones,
-        inside the block; the raw ones are back after it."""
-        correction = 1.0 - self.decay**self.steps
-        # The averages are swapped in as the tensors' data and the raw ones
-        # back: no copies, where two load_state_dict calls and a clone cost
-        # 1.2 ms an epoch (3 % of one on 3,400 rows).
-        held = self.net.state_dict(keep_vars=True)
-        raw = {k: held[k].data for k in self.averages}
-        unbiased = torch._foreach_div(list(self.averages.values()), correction)
-        for key, value in zip(self.averages, unbiased, strict=True):
-            held[key].data = value
-        try:
-            yield
-        finally:
-            for key, value in raw.items():
-                held[key].data = value
 
 
 def _divergence(loss: float, epoch: int, train: RowData) -> FloatingPointError:
