@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from autoglm_graph import FitPolicy, GraphGLMRegressor
+from autoglm_graph import FitPolicy, GraphGLMClassifier, GraphGLMRegressor
 from autoglm_graph.datasets import load_dataset, make_varying_coefficients
 from autoglm_graph.estimators._network_fit import (
     TrainedNetwork,
@@ -117,3 +117,41 @@ def test_only_small_fits_kept_by_few_standard_errors_are_checked(changes, checke
     assert needs_keep_check(model, rows, trained) is checked
     dropped = TrainedNetwork([], 5, gain=0.5, gain_se=1.0)
     assert needs_keep_check(model, rows, dropped) is False
+
+
+@pytest.mark.parametrize(
+    ("family", "extras"),
+    [("binomial", False), ("multinomial", False), ("poisson", True)],
+    ids=["binomial", "multinomial", "poisson_weights_offset_groups"],
+)
+def test_the_check_scores_every_row_once(family, extras, monkeypatch):
+    """Classifiers (folds stratified by class), and weights, offsets and
+    groups (whole groups held out): the pooled gains cover every row."""
+    import autoglm_graph.network as network
+
+    X, y, _ = make_varying_coefficients(600, 3, family=family, random_state=0)
+    rng = np.random.default_rng(0)
+    fit_kwargs = {}
+    if extras:
+        fit_kwargs = dict(
+            sample_weight=rng.uniform(0.5, 2.0, len(y)),
+            offset=rng.normal(0.0, 0.1, len(y)),
+            groups=rng.integers(0, 40, len(y)),
+        )
+    pooled = []
+    paired_gain = network.paired_gain
+
+    def spy(baseline, candidate, weight):
+        pooled.append(len(baseline))
+        return paired_gain(baseline, candidate, weight)
+
+    monkeypatch.setattr(network, "paired_gain", spy)
+    policy = FitPolicy(keep_standard_errors=0.0, **CHECK_ALL)
+    common = dict(hidden_channels=8, heads=2, max_epochs=15, random_state=0)
+    if family == "poisson":
+        model = GraphGLMRegressor(family=family, **common, fit_policy=policy)
+    else:
+        model = GraphGLMClassifier(**common, fit_policy=policy)
+    model.fit(X, y, **fit_kwargs)
+    # The keep check's pooled gains (the GAM fallback's, if any, come after).
+    assert pooled and pooled[0] == len(y)
