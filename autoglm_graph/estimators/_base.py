@@ -331,9 +331,10 @@ class BaseGraphGLM(BaseEstimator):
                 return (
                     f"the network beat the global GLM's validation deviance by "
                     f"{trained.gain:.3g} (standard error {trained.gain_se:.2g}), "
-                    f"but trained for its {trained.best_epoch} epochs on {n_folds} "
-                    f"folds' other rows its held-out gain was {gain:.3g} "
-                    f"(standard error {gain_se:.2g})"
+                    f"but networks of its settings trained for its "
+                    f"{trained.best_epoch} epochs on all but one of {n_folds} folds "
+                    f"gained {gain:.3g} (standard error {gain_se:.2g}) on the rows "
+                    "held out"
                 )
         self.best_epoch_ = trained.best_epoch
         self._fitted = trained.network
