@@ -426,6 +426,42 @@ def test_weight_average_is_the_bias_corrected_average_of_the_steps():
         assert torch.equal(p.detach(), raw[key])
 
 
+class AveragedWeights:
+    """Records the averaged weights at the end of each epoch."""
+
+    def __init__(self):
+        self.seen = []
+
+    def on_epoch_end(self, trainer, logs) -> bool:
+        with trainer.weight_average.applied():
+            state = trainer.net.state_dict()
+            self.seen.append({k: v.detach().clone() for k, v in state.items()})
+        return False
+
+
+def test_without_validation_rows_the_last_averaged_weights_are_kept(poisson_rows):
+    # ema_decay's averaged weights are what prediction uses; with no
+    # validation rows to choose an epoch, the last epoch's average is kept
+    # (not the raw weights of its step).
+    X, y = poisson_rows
+    recorder = AveragedWeights()
+    model = GraphGLMRegressor(
+        family="poisson",
+        early_stopping=False,
+        max_epochs=4,
+        callbacks=[recorder],
+        random_state=0,
+        **SMALL,
+    ).fit(X, y)
+    kept = model.network_.state_dict()
+    assert len(recorder.seen) == 4
+    for key, value in recorder.seen[-1].items():
+        torch.testing.assert_close(kept[key], value, rtol=0, atol=0)
+    assert any(
+        not torch.equal(recorder.seen[-1][k], recorder.seen[-2][k]) for k in kept
+    )
+
+
 def test_cached_state_steps_with_one_part_are_the_full_batch_steps(poisson_rows):
     # One part holds every row: its sources are all fresh, so the cached-state
     # step is the full-batch step (the pool summed back, rounding aside).

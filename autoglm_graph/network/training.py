@@ -545,8 +545,9 @@ class TrainingState:
             if any(cb.on_epoch_end(self, logs) for cb in self.config.callbacks):
                 break
         self.selector = selector
-        if selector is None:
-            return self._snapshot(graph, epoch)
+        if selector is None:  # the last epoch, as validation would read it
+            with self._ema_weights():
+                return self._snapshot(graph, epoch)
         return selector.select()
 
     def _begin(self, train: RowData, val: RowData | None) -> tuple:
