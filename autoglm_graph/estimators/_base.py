@@ -46,6 +46,7 @@ from ._network_fit import (
     make_trainer,
     needs_keep_check,
     policy_of,
+    refit_on_all_rows,
     split_rows,
 )
 from ._rows import FitRows, row_labels
@@ -337,8 +338,20 @@ class BaseGraphGLM(BaseEstimator):
                     "held out"
                 )
         self.best_epoch_ = trained.best_epoch
-        self._fitted = trained.network
-        self.network_ = trained.network.net
+        network = trained.network
+        if policy_of(self).refit_all_rows:
+            network = refit_on_all_rows(
+                self,
+                rows,
+                self._terms,
+                eta_shift,
+                trained.best_epoch,
+                seed,
+                neighbor_cache,
+                times,
+            )
+        self._fitted = network
+        self.network_ = network.net
         return None
 
     def _network_dropped(self) -> bool:

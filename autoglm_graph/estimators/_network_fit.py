@@ -256,6 +256,48 @@ def cross_fitted_gain(
     return gain, gain_se, len(folds)
 
 
+def refit_on_all_rows(
+    estimator,
+    rows: FitRows,
+    terms: GLMTerms,
+    eta_shift: np.ndarray | None,
+    epochs: int,
+    seed: int,
+    neighbor_cache,
+    times,
+) -> FittedNetwork:
+    """``FitPolicy.refit_all_rows``: a network with the estimator's settings
+    trained on all the fit's rows for ``epochs`` epochs (the kept epoch's
+    count), its last epoch's averaged weights kept."""
+    from ..network import FittedNetwork
+
+    everything = np.arange(rows.n_samples)
+    train, _ = split_data(estimator, rows, terms, (everything, None), eta_shift)
+    trainer = make_trainer(
+        estimator,
+        terms,
+        train.context.shape[1],
+        train,
+        max_epochs=epochs,
+        selection="last",
+    )
+    result = _train(estimator, trainer, train, None, seed, neighbor_cache, times)
+    network = FittedNetwork(
+        net=result.net,
+        graph=trainer.graph,
+        n_outputs=trainer.n_outputs,
+        precision=result.precision,
+        training=trainer.settings(),
+        rows=train,
+        states=result.states,
+        positions=everything,
+        index=result.index,
+    )
+    with times.phase("prediction_index"):
+        network.fit_prediction_index(None, policy_of(estimator))
+    return network
+
+
 def _warn_if_still_improving(estimator, n_iter: int, best_epoch: int) -> None:
     """ConvergenceWarning when max_epochs cut a still-improving training.
 
