@@ -91,6 +91,7 @@ ADDED = {
     "keep_check_folds": 5,
     "keep_check_max_rows": 5_000,
     "keep_check_standard_errors": 3.0,
+    "refit_all_rows": False,
     "fallback": "gam",
     "fallback_folds": 5,
     "fallback_standard_errors": 2.0,
