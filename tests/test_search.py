@@ -593,3 +593,44 @@ def test_summary_of_a_global_glm_refit_reports_no_gain(poisson_data):
         "gain over it: not applicable"
     ) in text
     assert "gain 0" not in text and "%" not in text
+
+
+def test_a_gam_fallback_trial_is_scored_as_the_gam_it_returns():
+    # A curved effect the GAM fits and the dropped network's GLM does not.
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"age": rng.uniform(18, 80, 1500), "d": rng.normal(size=1500)})
+    y = rng.poisson(np.exp(0.6 * np.sin(X.age / 8) + 0.2 * X.d))
+    est = GraphGLMRegressor(
+        family="poisson", local_penalty=1e6, max_epochs=3, hidden_channels=8, heads=2
+    )
+    space = {"n_neighbors": IntDistribution(8, 8)}
+    search = GraphGLMSearchCV(est, space, n_trials=1, cv=None, random_state=0)
+    best = search.fit(X, y).best_estimator_
+    assert best.is_global_only_ and "the GAM" in best.global_only_reason_
+    trial = search.study_.trials[0]
+    rows = best._validation_positions
+    mu = best.predict(X.iloc[rows])
+    gam = np.mean(
+        2 * (y[rows] * np.log(np.where(y[rows] > 0, y[rows] / mu, 1)) - (y[rows] - mu))
+    )
+    np.testing.assert_allclose(trial.value, -gam, rtol=1e-6)
+    assert trial.value > trial.user_attrs["global_score"]  # the GLM's
+
+
+def test_a_gam_fallback_classifier_trial_is_scored_by_its_log_loss():
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"age": rng.uniform(18, 80, 1500), "d": rng.normal(size=1500)})
+    y = rng.random(1500) < 1 / (1 + np.exp(-1.5 * np.sin(X.age / 8) - 0.2 * X.d))
+    est = GraphGLMClassifier(
+        local_penalty=1e6, max_epochs=3, hidden_channels=8, heads=2
+    )
+    space = {"n_neighbors": IntDistribution(8, 8)}
+    search = GraphGLMSearchCV(est, space, n_trials=1, cv=None, random_state=0)
+    best = search.fit(X, y).best_estimator_
+    assert best.is_global_only_ and "the GAM" in best.global_only_reason_
+    trial = search.study_.trials[0]
+    rows = best._validation_positions
+    proba = best.predict_proba(X.iloc[rows])[:, 1]
+    loss = -np.mean(np.where(y[rows], np.log(proba), np.log1p(-proba)))
+    np.testing.assert_allclose(trial.value, -2 * loss, rtol=1e-6)
+    assert trial.value > trial.user_attrs["global_score"]

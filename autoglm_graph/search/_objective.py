@@ -235,10 +235,24 @@ class TrialObjective:
             model, glm = self._reference_validation_scores(est)
             return -model, -glm
         global_score = -float(history[0]["val_deviance"])
-        if est.is_global_only_:
-            return global_score, global_score
+        if est.is_global_only_:  # the GLM, or the GAM that took its place
+            return -self._returned_validation_deviance(est), global_score
         kept = next(h for h in history if h["epoch"] == est.best_epoch_)
         return -float(kept["val_deviance"]), global_score
+
+    def _returned_validation_deviance(self, est) -> float:
+        """The validation deviance of the model a global-only fit returns:
+        the history's epoch 0 is the GLM's, and the GAM of
+        ``FitPolicy(fallback="gam")`` may have replaced it."""
+        rows = self.data.take(est._validation_positions)
+        if is_classifier(est):  # the deviance is twice the log-loss
+            proba = est.predict_proba(rows.X, offset=rows.offset)
+            return 2.0 * float(
+                log_loss(
+                    rows.y, proba, labels=est.classes_, sample_weight=rows.sample_weight
+                )
+            )
+        return _deviance(est.family_, est.predict(rows.X, offset=rows.offset), rows)
 
     def _reference_validation_scores(self, est) -> tuple[float, float]:
         """Validation deviances under the reference family (its power)."""

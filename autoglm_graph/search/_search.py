@@ -83,7 +83,8 @@ class GraphGLMSearchCV(MetaEstimatorMixin, BaseEstimator):
         None: each trial is one fit scored on the estimator's validation split
         (``validation_fraction`` of the rows, the same rows for every trial);
         the score is the negated validation deviance of the model the fit kept
-        (the global GLM's when the network was not kept). Otherwise as
+        (where the network was not kept, that of the global GLM or of the GAM
+        that ``FitPolicy(fallback="gam")`` put in its place). Otherwise as
         ``sklearn.model_selection.check_cv``: the score is the mean over folds.
         ``"auto"``: 5-fold cross-validation below 5,000
         rows, where a validation split of 10 % would hold a few hundred rows
