@@ -133,7 +133,6 @@ def fit_network(
     ``split``, early-stopped on its validation rows; ``eta_shift`` is the
     location effect's shift of the global GLM's linear predictor (None
     without)."""
-    from ..network import FittedNetwork
 
     train_pos = split[0]
     train, val = split_data(estimator, rows, terms, split, eta_shift)
@@ -144,21 +143,7 @@ def fit_network(
     if result.best is None:
         return trained
     _warn_if_still_improving(estimator, n_iter, result.best.epoch)
-    network = FittedNetwork(
-        net=result.net,
-        graph=trainer.graph,
-        n_outputs=trainer.n_outputs,
-        precision=result.precision,
-        training=trainer.settings(),
-        rows=train,
-        states=result.states,
-        positions=train_pos,
-        index=result.index,
-    )
-    with times.phase("prediction_index"):
-        network.fit_prediction_index(
-            None if val is None else val.context, policy_of(estimator)
-        )
+    network = _fitted_network(estimator, trainer, result, train, train_pos, val, times)
     return TrainedNetwork(
         result.history, n_iter, result.gain, result.gain_se, result.best.epoch, network
     )
@@ -269,7 +254,6 @@ def refit_on_all_rows(
     """``FitPolicy.refit_all_rows``: a network with the estimator's settings
     trained on all the fit's rows for ``epochs`` epochs (the kept epoch's
     count), its last epoch's averaged weights kept."""
-    from ..network import FittedNetwork
 
     everything = np.arange(rows.n_samples)
     train, _ = split_data(estimator, rows, terms, (everything, None), eta_shift)
@@ -282,6 +266,16 @@ def refit_on_all_rows(
         selection="last",
     )
     result = _train(estimator, trainer, train, None, seed, neighbor_cache, times)
+    return _fitted_network(estimator, trainer, result, train, everything, None, times)
+
+
+def _fitted_network(
+    estimator, trainer, result, train, positions, val, times
+) -> FittedNetwork:
+    """The trained network with its training rows, graph and prediction
+    index (calibrated on the validation rows where there are any)."""
+    from ..network import FittedNetwork
+
     network = FittedNetwork(
         net=result.net,
         graph=trainer.graph,
@@ -290,11 +284,13 @@ def refit_on_all_rows(
         training=trainer.settings(),
         rows=train,
         states=result.states,
-        positions=everything,
+        positions=positions,
         index=result.index,
     )
     with times.phase("prediction_index"):
-        network.fit_prediction_index(None, policy_of(estimator))
+        network.fit_prediction_index(
+            None if val is None else val.context, policy_of(estimator)
+        )
     return network
 
 
