@@ -159,8 +159,8 @@ COMMON_PARAMS_DOC = """
     dropout : float, default=0.1
         Dropout on hidden states and attention weights. With ``dropout=0`` the
         training forward pass doubles as the validation pass (faster), but the
-        benchmark suite's test deviance is better with 0.1 (mean rank 2.12 vs
-        2.26 over 17 datasets; ``benchmarks/results/suite_dropout0.md``).
+        benchmark suite's test deviance is better with 0.1: ``diamonds`` stops
+        early more often without it (``docs/decisions/dropout.md``).
     use_neighbor_targets : bool, default=True
         Let last-layer messages carry neighbours' outcomes (target on the link
         scale and residual under the global GLM). A training row never sees its
