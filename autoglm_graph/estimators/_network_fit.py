@@ -31,6 +31,7 @@ from ._rows import FitRows
 
 if TYPE_CHECKING:
     from ..network import FittedNetwork, RowData, Trainer
+    from ..network.training import FitResult
 
 
 def policy_of(estimator) -> FitPolicy:
@@ -223,17 +224,10 @@ def cross_fitted_gain(
     gains, weights = [], []
     for k, held in enumerate(folds):
         split = (np.setdiff1d(everything, held), held)
-        train, val = split_data(estimator, rows, terms, split, eta_shift)
-        trainer = make_trainer(
-            estimator,
-            terms,
-            train.context.shape[1],
-            train,
-            max_epochs=epochs,
-            selection="last",
-        )
         # Each fold's network its own stream; none shares the fit's.
-        result = _train(estimator, trainer, train, val, seed + k + 1, None, times)
+        _, val, _, result = train_for_epochs(
+            estimator, rows, terms, split, eta_shift, epochs, seed + k + 1, None, times
+        )
         gains.append(result.gains)
         weights.append(val.weight.double())
     zero = torch.zeros(sum(len(g) for g in gains), dtype=torch.float64)
@@ -254,9 +248,37 @@ def refit_on_all_rows(
     """``FitPolicy.refit_all_rows``: a network with the estimator's settings
     trained on all the fit's rows for ``epochs`` epochs (the kept epoch's
     count), its last epoch's averaged weights kept."""
-
     everything = np.arange(rows.n_samples)
-    train, _ = split_data(estimator, rows, terms, (everything, None), eta_shift)
+    train, _, trainer, result = train_for_epochs(
+        estimator,
+        rows,
+        terms,
+        (everything, None),
+        eta_shift,
+        epochs,
+        seed,
+        neighbor_cache,
+        times,
+    )
+    return _fitted_network(estimator, trainer, result, train, everything, None, times)
+
+
+def train_for_epochs(
+    estimator,
+    rows: FitRows,
+    terms: GLMTerms,
+    split: tuple[np.ndarray, np.ndarray | None],
+    eta_shift: np.ndarray | None,
+    epochs: int,
+    seed: int,
+    neighbor_cache,
+    times,
+) -> tuple[RowData, RowData | None, Trainer, FitResult]:
+    """A network with the estimator's settings trained on the training rows
+    of ``split`` for exactly ``epochs`` epochs, its last epoch kept (scored
+    on the validation rows where there are any, which choose nothing):
+    ``(train, val, trainer, result)``."""
+    train, val = split_data(estimator, rows, terms, split, eta_shift)
     trainer = make_trainer(
         estimator,
         terms,
@@ -265,8 +287,8 @@ def refit_on_all_rows(
         max_epochs=epochs,
         selection="last",
     )
-    result = _train(estimator, trainer, train, None, seed, neighbor_cache, times)
-    return _fitted_network(estimator, trainer, result, train, everything, None, times)
+    result = _train(estimator, trainer, train, val, seed, neighbor_cache, times)
+    return train, val, trainer, result
 
 
 def _fitted_network(
