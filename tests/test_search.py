@@ -595,19 +595,31 @@ def test_summary_of_a_global_glm_refit_reports_no_gain(poisson_data):
     assert "gain 0" not in text and "%" not in text
 
 
-def test_a_gam_fallback_trial_is_scored_as_the_gam_it_returns():
-    # A curved effect the GAM fits and the dropped network's GLM does not.
+# A network trained and dropped (a huge penalty keeps its deviations near 0),
+# on a curved effect the GAM fits and the GLM does not.
+DROPPED_NETWORK = dict(local_penalty=1e6, max_epochs=3, hidden_channels=8, heads=2)
+
+
+def _curved_age(n: int = 1500):
     rng = np.random.default_rng(0)
-    X = pd.DataFrame({"age": rng.uniform(18, 80, 1500), "d": rng.normal(size=1500)})
-    y = rng.poisson(np.exp(0.6 * np.sin(X.age / 8) + 0.2 * X.d))
-    est = GraphGLMRegressor(
-        family="poisson", local_penalty=1e6, max_epochs=3, hidden_channels=8, heads=2
-    )
+    X = pd.DataFrame({"age": rng.uniform(18, 80, n), "d": rng.normal(size=n)})
+    return X, rng
+
+
+def _gam_fallback_trial(est, X, y):
+    """The one cv=None trial's fitted estimator (the GAM) and the trial."""
     space = {"n_neighbors": IntDistribution(8, 8)}
     search = GraphGLMSearchCV(est, space, n_trials=1, cv=None, random_state=0)
     best = search.fit(X, y).best_estimator_
     assert best.is_global_only_ and "the GAM" in best.global_only_reason_
-    trial = search.study_.trials[0]
+    return best, search.study_.trials[0]
+
+
+def test_a_gam_fallback_trial_is_scored_as_the_gam_it_returns():
+    X, rng = _curved_age()
+    y = rng.poisson(np.exp(0.6 * np.sin(X.age / 8) + 0.2 * X.d))
+    est = GraphGLMRegressor(family="poisson", **DROPPED_NETWORK)
+    best, trial = _gam_fallback_trial(est, X, y)
     rows = best._validation_positions
     mu = best.predict(X.iloc[rows])
     gam = np.mean(
@@ -618,17 +630,9 @@ def test_a_gam_fallback_trial_is_scored_as_the_gam_it_returns():
 
 
 def test_a_gam_fallback_classifier_trial_is_scored_by_its_log_loss():
-    rng = np.random.default_rng(0)
-    X = pd.DataFrame({"age": rng.uniform(18, 80, 1500), "d": rng.normal(size=1500)})
+    X, rng = _curved_age()
     y = rng.random(1500) < 1 / (1 + np.exp(-1.5 * np.sin(X.age / 8) - 0.2 * X.d))
-    est = GraphGLMClassifier(
-        local_penalty=1e6, max_epochs=3, hidden_channels=8, heads=2
-    )
-    space = {"n_neighbors": IntDistribution(8, 8)}
-    search = GraphGLMSearchCV(est, space, n_trials=1, cv=None, random_state=0)
-    best = search.fit(X, y).best_estimator_
-    assert best.is_global_only_ and "the GAM" in best.global_only_reason_
-    trial = search.study_.trials[0]
+    best, trial = _gam_fallback_trial(GraphGLMClassifier(**DROPPED_NETWORK), X, y)
     rows = best._validation_positions
     proba = best.predict_proba(X.iloc[rows])[:, 1]
     loss = -np.mean(np.where(y[rows], np.log(proba), np.log1p(-proba)))
