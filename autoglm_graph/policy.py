@@ -417,6 +417,12 @@ class FitPolicy(_Settings):
         minimises the members' mean loss and the model is their mean
         deviation, one GLM per row. 1: a single head; 4 or 8 members gained
         nothing beyond their noise (``docs/decisions/head_members.md``).
+    edge_difference_channels : int, default=0
+        Width of TabR's difference message in each attention layer
+        (:class:`~autoglm_graph.network.edge_difference.EdgeDifferenceMessage`):
+        a learned non-linear function of the difference of a row's and its
+        neighbour's states, averaged with the layer's attention weights and
+        added to its output. 0: GAT's messages alone.
     plateau_lr_factor : float, default=1.0
         The learning rate is multiplied by this once more than
         ``plateau_lr_epochs`` epochs in a row have not lowered the validation
@@ -496,6 +502,7 @@ class FitPolicy(_Settings):
     embedding_keep_values: bool = False
     embedding_bins: int = 16
     head_members: int = 1
+    edge_difference_channels: int = 0
     plateau_lr_factor: float = 1.0
     plateau_lr_epochs: int = 3
     warmup_epochs: int = 0
@@ -532,6 +539,7 @@ class FitPolicy(_Settings):
         "keep_check_max_rows",
         "plateau_lr_epochs",
         "warmup_epochs",
+        "edge_difference_channels",
     )
 
     def __post_init__(self) -> None:

@@ -83,6 +83,7 @@ ADDED = {
     "embedding_keep_values": False,
     "embedding_bins": 16,
     "head_members": 1,
+    "edge_difference_channels": 0,
     "plateau_lr_factor": 1.0,
     "plateau_lr_epochs": 3,
     "warmup_epochs": 0,

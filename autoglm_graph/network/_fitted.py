@@ -34,7 +34,7 @@ from ..neighbors import (
     fit_prediction_index,
 )
 from ..policy import FitPolicy
-from .fused import FixedDegreeAdjacency, source_projection
+from .fused import FixedDegreeAdjacency
 from .modules import GraphGLMNet, NetConfig, SourceStates
 from .rows import GraphConfig, RowData, autocast, query_forward
 
@@ -256,7 +256,8 @@ class FittedNetwork:
         net = self.net
         if not net.fused:
             return None
-        tensors = [*self.states.layers, *net.convs.parameters()]
+        edge = () if net.edge_messages is None else net.edge_messages.parameters()
+        tensors = [*self.states.layers, *net.convs.parameters(), *edge]
         key = (tensors, [t._version for t in tensors])
         if self.projections is not None:
             (kept, versions), projections = self.projections
@@ -267,8 +268,8 @@ class FittedNetwork:
                 return projections
         with autocast(self.precision, self.device.type):
             projections = [
-                source_projection(conv, x_src)
-                for conv, x_src in zip(net.convs, self.states.layers, strict=True)
+                net.source_projection(layer, x_src)
+                for layer, x_src in enumerate(self.states.layers)
             ]
         self.projections = (key, projections)
         return projections

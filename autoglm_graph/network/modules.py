@@ -21,6 +21,7 @@ from ..neighbors import NeighborGraph
 from ..policy import FitPolicy
 from ..utils import MESSAGE_PASSING
 from ._random import BUILD_LOCK, dropout, replay_context
+from .edge_difference import EdgeDifferenceMessage
 from .embeddings import PeriodicEmbedding, PiecewiseLinearEncoding
 from .fused import FixedDegreeAdjacency, fixed_degree_gat, source_projection
 
@@ -322,6 +323,16 @@ class GraphGLMNet(nn.Module):
                 )
             )
             self.norms.append(nn.LayerNorm(hidden_channels))
+        #: Each layer's difference message (``FitPolicy.edge_difference_channels``;
+        #: None: GAT's messages alone, and the weights of earlier files).
+        self.edge_messages = None
+        if self.policy.edge_difference_channels:
+            self.edge_messages = nn.ModuleList(
+                EdgeDifferenceMessage(
+                    hidden_channels, heads, self.policy.edge_difference_channels
+                )
+                for _ in range(num_layers)
+            )
         self._build_head()
         self.reset_parameters()
 
@@ -415,35 +426,58 @@ class GraphGLMNet(nn.Module):
         h_dst: Tensor,
         adjacency,
         return_attention: bool = False,
-        projected: tuple[Tensor, Tensor] | None = None,
+        projected: tuple[Tensor, ...] | None = None,
     ):
         conv = self.convs[layer]
+        edge = None if self.edge_messages is None else self.edge_messages[layer]
+        weights = return_attention or edge is not None
         attention = None
         if isinstance(adjacency, FixedDegreeAdjacency):
             out = fixed_degree_gat(
                 conv,
                 (x_src, h_dst),
                 adjacency,
-                return_attention,
+                weights,
                 self.generator,
-                projected=projected,
+                projected=None if projected is None else projected[:2],
             )
-            if return_attention:
-                out, alpha = out
-                attention = (edge_list(adjacency), alpha[adjacency.mask])
+            if weights:
+                out, alpha = out  # [n, k, heads]
+                if return_attention:
+                    attention = (edge_list(adjacency), alpha[adjacency.mask])
+                if edge is not None:
+                    sources = edge.sources(x_src) if projected is None else projected[2]
+                    out = out + edge.fixed_degree(
+                        h_dst, sources, adjacency.indices, alpha.transpose(1, 2)
+                    )
         else:
             out = conv(
                 (x_src, h_dst),
                 adjacency.edge_index,
                 edge_attr=adjacency.edge_attr,
-                return_attention_weights=True if return_attention else None,
+                return_attention_weights=True if weights else None,
             )
-            if return_attention:
-                out, attention = out
+            if weights:
+                out, (edge_index, alpha) = out
+                if return_attention:
+                    attention = (edge_index, alpha)
+                if edge is not None:
+                    out = out + edge.edge_list(
+                        h_dst, edge.sources(x_src), edge_index, alpha
+                    )
         out = dropout(
             nn.functional.gelu(out), self.dropout, self.training, self.generator
         )
         return self.norms[layer](h_dst + out), attention
+
+    def source_projection(self, layer: int, x_src: Tensor) -> tuple[Tensor, ...]:
+        """What layer ``layer`` reads of its sources on the fused path: the
+        attention's :func:`~autoglm_graph.network.fused.source_projection`,
+        then the difference message's ``V h_j`` where there is one."""
+        projected = source_projection(self.convs[layer], x_src)
+        if self.edge_messages is None:
+            return projected
+        return (*projected, self.edge_messages[layer].sources(x_src))
 
     def _source_input(self, layer: int, h: Tensor, targets: Tensor | None) -> Tensor:
         if layer == self.num_layers - 1 and self.target_channels:
@@ -541,9 +575,7 @@ class GraphGLMNet(nn.Module):
         for layer in range(self.num_layers - 1):
             layers.append(h[inverse])
             # Projection is linear: project the distinct rows, then copy.
-            projected = tuple(
-                p[inverse] for p in source_projection(self.convs[layer], h)
-            )
+            projected = tuple(p[inverse] for p in self.source_projection(layer, h))
             h, _ = self._layer(layer, None, h, distinct.adjacency, projected=projected)
         return h[inverse], layers
 
@@ -608,7 +640,7 @@ class GraphGLMNet(nn.Module):
                     held.sum(dim=0) - held[positions].sum(dim=0) + h.sum(dim=0)
                 ) / n
             x_src = self._source_input(layer, h, targets)
-            own = source_projection(self.convs[layer], x_src)
+            own = self.source_projection(layer, x_src)
             sources = tuple(
                 full.index_put((positions,), part.to(full.dtype))
                 for full, part in zip(projected[layer], own, strict=True)
