@@ -46,10 +46,33 @@ def _masked_graph(queries, base, k=5):
 
 def test_off_by_default_and_the_weights_of_earlier_files_are_unchanged():
     plain = _net("auto", FitPolicy())
-    assert plain.edge_messages is None
-    assert not any("edge_messages" in key for key in plain.state_dict())
-    assert len(plain.source_projection(0, torch.randn(3, 16))) == 2
-    assert len(_net("auto").source_projection(0, torch.randn(3, 16))) == 3
+    assert plain.edge_message is None
+    assert not any("edge_message" in key for key in plain.state_dict())
+    assert len(plain.source_projection(1, torch.randn(3, 18))) == 2
+    # Only the last layer (the outcome messages) has the difference message.
+    net = _net("auto")
+    assert len(net.source_projection(0, torch.randn(3, 16))) == 2
+    assert len(net.source_projection(1, torch.randn(3, 18))) == 3
+
+
+def test_the_untrained_message_is_zero_so_the_network_starts_without_it():
+    torch.manual_seed(3)
+    with_message, without = _net("auto").eval(), _net("auto", FitPolicy()).eval()
+    assert torch.equal(with_message.edge_message.out, torch.zeros(16, 4 * 3))
+    with torch.no_grad():
+        without.head[-1].weight.normal_()  # a head that is not zero
+    # The same weights, the message's own aside.
+    missing, unexpected = with_message.load_state_dict(
+        without.state_dict(), strict=False
+    )
+    assert all(key.startswith("edge_message.") for key in missing) and missing
+    assert not unexpected
+    context, targets = torch.randn(30, 6), torch.randn(30, 2)
+    graph = cosine_topk(context, n_neighbors=4)
+    a, _ = with_message(context, targets, with_message.adjacency(graph, 30))
+    b, _ = without(context, targets, without.adjacency(graph, 30))
+    assert a.abs().sum() > 0
+    torch.testing.assert_close(a, b, atol=0, rtol=0)
 
 
 def test_the_message_is_the_attention_average_of_the_activated_differences():
@@ -58,11 +81,12 @@ def test_the_message_is_the_attention_average_of_the_activated_differences():
     message = EdgeDifferenceMessage(hidden_channels=5, heads=2, channels=3)
     with torch.no_grad():
         message.bias.normal_()
+        message.out.normal_()
     h_dst, h_src = torch.randn(4, 5), torch.randn(6, 5)
     indices = torch.randint(0, 6, (4, 3))
     alpha = torch.rand(4, 2, 3)
     got = message.fixed_degree(h_dst, message.sources(h_src), indices, alpha)
-    V, U, b = message.project.weight, message.out.weight, message.bias
+    V, U, b = message.project, message.out, message.bias
     expected = torch.zeros(4, 5)
     for i in range(4):
         per_head = []
@@ -70,7 +94,9 @@ def test_the_message_is_the_attention_average_of_the_activated_differences():
             total = torch.zeros(3)
             for slot in range(3):
                 j = indices[i, slot]
-                total += alpha[i, head, slot] * torch.relu(V @ (h_dst[i] - h_src[j]) + b)
+                total += alpha[i, head, slot] * torch.relu(
+                    V @ (h_dst[i] - h_src[j]) + b
+                )
             per_head.append(total)
         expected[i] = U @ torch.cat(per_head)
     torch.testing.assert_close(got, expected)
@@ -96,10 +122,10 @@ def test_fast_path_equals_pyg_path_forward_query_and_gradients():
         fused.named_parameters(), reference.parameters(), strict=True
     ):
         torch.testing.assert_close(a.grad, b.grad, atol=1e-4, rtol=1e-4, msg=name)
-    assert fused.edge_messages[0].project.weight.grad.abs().sum() > 0
+    assert fused.edge_message.project.grad.abs().sum() > 0
     # The message is part of the output: without it the output differs.
     with torch.no_grad():
-        fused.edge_messages[1].out.weight.zero_()
+        fused.edge_message.out.zero_()
         out_without, _ = fused(context, targets, fused.adjacency(graph, 50))
         assert not torch.allclose(out_without, out_f, atol=1e-3)
     fused.load_state_dict(reference.state_dict())
@@ -112,8 +138,7 @@ def test_fast_path_equals_pyg_path_forward_query_and_gradients():
             queries, states_r, reference.adjacency(q_graph, 50)
         )
         projected = [
-            fused.source_projection(layer, x)
-            for layer, x in enumerate(states_f.layers)
+            fused.source_projection(layer, x) for layer, x in enumerate(states_f.layers)
         ]
         from autoglm_graph.network.rows import query_forward
 
@@ -163,8 +188,9 @@ def test_an_estimator_fits_with_the_message_and_its_file_predicts_the_same(
         fit_policy=policy,
     ).fit(X, y)
     net = model.network_
-    assert net.edge_messages is not None
-    assert net.edge_messages[0].project.weight.shape == (3, 16)
+    assert net.edge_message.project.shape == (3, 16)
+    # Trained away from its zero start.
+    assert net.edge_message.out.abs().sum() > 0
     predictions = model.predict(X_test)
     assert np.isfinite(predictions).all()
     loaded = load(model.save(tmp_path / "model.zip"))

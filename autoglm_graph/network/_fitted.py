@@ -256,7 +256,7 @@ class FittedNetwork:
         net = self.net
         if not net.fused:
             return None
-        edge = () if net.edge_messages is None else net.edge_messages.parameters()
+        edge = () if net.edge_message is None else net.edge_message.parameters()
         tensors = [*self.states.layers, *net.convs.parameters(), *edge]
         key = (tensors, [t._version for t in tensors])
         if self.projections is not None:

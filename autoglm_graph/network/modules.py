@@ -323,15 +323,13 @@ class GraphGLMNet(nn.Module):
                 )
             )
             self.norms.append(nn.LayerNorm(hidden_channels))
-        #: Each layer's difference message (``FitPolicy.edge_difference_channels``;
-        #: None: GAT's messages alone, and the weights of earlier files).
-        self.edge_messages = None
+        #: The last layer's difference message, beside its outcome messages
+        #: (``FitPolicy.edge_difference_channels``; None: GAT's messages
+        #: alone, and the weights of earlier files).
+        self.edge_message = None
         if self.policy.edge_difference_channels:
-            self.edge_messages = nn.ModuleList(
-                EdgeDifferenceMessage(
-                    hidden_channels, heads, self.policy.edge_difference_channels
-                )
-                for _ in range(num_layers)
+            self.edge_message = EdgeDifferenceMessage(
+                hidden_channels, heads, self.policy.edge_difference_channels
             )
         self._build_head()
         self.reset_parameters()
@@ -429,7 +427,7 @@ class GraphGLMNet(nn.Module):
         projected: tuple[Tensor, ...] | None = None,
     ):
         conv = self.convs[layer]
-        edge = None if self.edge_messages is None else self.edge_messages[layer]
+        edge = self.edge_message if layer == self.num_layers - 1 else None
         weights = return_attention or edge is not None
         attention = None
         if isinstance(adjacency, FixedDegreeAdjacency):
@@ -473,11 +471,11 @@ class GraphGLMNet(nn.Module):
     def source_projection(self, layer: int, x_src: Tensor) -> tuple[Tensor, ...]:
         """What layer ``layer`` reads of its sources on the fused path: the
         attention's :func:`~autoglm_graph.network.fused.source_projection`,
-        then the difference message's ``V h_j`` where there is one."""
+        then the difference message's ``V h_j`` where the layer has one."""
         projected = source_projection(self.convs[layer], x_src)
-        if self.edge_messages is None:
+        if self.edge_message is None or layer != self.num_layers - 1:
             return projected
-        return (*projected, self.edge_messages[layer].sources(x_src))
+        return (*projected, self.edge_message.sources(x_src))
 
     def _source_input(self, layer: int, h: Tensor, targets: Tensor | None) -> Tensor:
         if layer == self.num_layers - 1 and self.target_channels:
