@@ -421,8 +421,10 @@ class FitPolicy(_Settings):
         Width of TabR's difference message in each attention layer
         (:class:`~autoglm_graph.network.edge_difference.EdgeDifferenceMessage`):
         a learned non-linear function of the difference of a row's and its
-        neighbour's states, averaged with the layer's attention weights and
-        added to its output. 0: GAT's messages alone.
+        neighbour's states in the last layer, averaged with its attention
+        weights and added to its output. 0: GAT's messages alone (16 helped
+        ``tuna``, ``hi``, ``cps1988`` but failed ``synthetic_gamma``,
+        ``docs/decisions/edge_difference.md``).
     plateau_lr_factor : float, default=1.0
         The learning rate is multiplied by this once more than
         ``plateau_lr_epochs`` epochs in a row have not lowered the validation
