@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autoglm_graph import GraphGLMRegressor
+from autoglm_graph import FitPolicy, GraphGLMRegressor
 from autoglm_graph.datasets import make_varying_coefficients
 from autoglm_graph.utils._timing import PHASES, PhaseTimes
 
@@ -42,3 +42,28 @@ def test_an_unknown_phase_is_named():
     with pytest.raises(ValueError, match="Unknown phase 'search'"):
         with PhaseTimes().phase("search"):
             pass
+
+
+def test_the_keep_check_and_the_refit_have_phases_of_their_own(data):
+    """Their trainings count in ``keep_check`` and ``refit``, not in the
+    fit's own ``steps``, ``graphs`` and ``validation``."""
+    policy = FitPolicy(
+        keep_check_standard_errors=1e9,  # every kept network is checked
+        keep_standard_errors=0.0,
+        refit_all_rows=True,
+    )
+    model = GraphGLMRegressor(
+        family="poisson",
+        hidden_channels=8,
+        heads=2,
+        max_epochs=15,
+        random_state=0,
+        fit_policy=policy,
+    ).fit(*data)
+    assert not model.is_global_only_
+    times = model.fit_times_
+    assert times["keep_check"] > 0 and times["refit"] > 0
+    epochs = sum(h.get("seconds", 0.0) for h in model.history_)
+    assert times["steps"] + times["validation"] <= epochs + 1e-6
+    parts = sum(seconds for name, seconds in times.items() if name != "total")
+    assert parts == pytest.approx(times["total"], rel=1e-6)

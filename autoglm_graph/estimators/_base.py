@@ -324,9 +324,17 @@ class BaseGraphGLM(BaseEstimator):
                 f"more than {keep:g} standard error{'' if keep == 1 else 's'}"
             )
         if needs_keep_check(self, rows, trained):
-            checked = cross_fitted_gain(
-                self, rows, self._terms, eta_shift, trained.best_epoch, seed, times
-            )
+            # Its trainings' own phases (steps, graphs...) are not the fit's.
+            with times.phase("keep_check"):
+                checked = cross_fitted_gain(
+                    self,
+                    rows,
+                    self._terms,
+                    eta_shift,
+                    trained.best_epoch,
+                    seed,
+                    PhaseTimes(self.device_),
+                )
             if checked is not None and not checked[0] > keep * checked[1]:
                 gain, gain_se, n_folds = checked
                 return (
@@ -340,16 +348,17 @@ class BaseGraphGLM(BaseEstimator):
         self.best_epoch_ = trained.best_epoch
         network = trained.network
         if policy_of(self).refit_all_rows:
-            network = refit_on_all_rows(
-                self,
-                rows,
-                self._terms,
-                eta_shift,
-                trained.best_epoch,
-                seed,
-                neighbor_cache,
-                times,
-            )
+            with times.phase("refit"):
+                network = refit_on_all_rows(
+                    self,
+                    rows,
+                    self._terms,
+                    eta_shift,
+                    trained.best_epoch,
+                    seed,
+                    neighbor_cache,
+                    PhaseTimes(self.device_),
+                )
         self._fitted = network
         self.network_ = network.net
         return None

@@ -349,7 +349,9 @@ COMMON_ATTRIBUTES_DOC = """
         Wall seconds of the last ``fit`` by phase: ``preprocessing``,
         ``global_glm``, ``graphs`` (the training loop's neighbour searches),
         ``steps`` (optimiser steps), ``validation``, ``prediction_index``,
-        ``balance``, ``interval_members`` (the bootstrap members' fits),
+        ``keep_check`` (the trainings of ``FitPolicy.keep_check_folds``),
+        ``refit`` (``FitPolicy.refit_all_rows``), ``balance``,
+        ``interval_members`` (the bootstrap members' fits),
         ``interval_bias`` (the intervals' bias estimate, or a global GLM's
         covariance), ``other``, and their ``total``. On CUDA each phase ends
         with a synchronisation, so its kernels count in it.
