@@ -493,6 +493,16 @@ def _plain(value):
     return str(value)
 
 
+def _array_copy(values, dtype=None) -> np.ndarray:
+    """A numpy copy of a file's tensor (a torch tensor or a numpy array).
+
+    ``np.array(tensor)`` asks torch's ``__array__`` for a ``copy`` keyword
+    it does not take, which NumPy 2 deprecates (a warning now, an error
+    later); ``np.asarray`` does not ask.
+    """
+    return np.asarray(values, dtype=dtype).copy()
+
+
 def _labels_from_json(spec, tensors, what: str) -> np.ndarray:
     if not isinstance(spec, dict) or not isinstance(spec.get("dtype"), str):
         raise ModelFileError(f"{what} must be {{'dtype': ..., 'values': ...}}.")
@@ -503,7 +513,7 @@ def _labels_from_json(spec, tensors, what: str) -> np.ndarray:
     if dtype.kind not in _LABEL_KINDS | {"m", "M"}:
         raise ModelFileError(f"{what} may not have dtype {dtype}.")
     if "tensor" in spec:
-        values = np.array(tensors[what])  # a torch tensor or a numpy array
+        values = _array_copy(tensors[what])
     else:
         values = spec.get("values")
         if not isinstance(values, list) or not all(

@@ -17,6 +17,7 @@ from ._container import (
     JSON_NAME,
     PREPROCESSOR_NAME,
     ModelFileError,
+    _array_copy,
     _bool,
     _fit_times,
     _history,
@@ -166,8 +167,8 @@ def read_global_glm(fitted: dict, tensors) -> GlobalGLM:
     """The global GLM (``global_glm_``): its arrays copied from the tensors."""
     info = fitted["global_glm"]
     return GlobalGLM(
-        coef=np.array(tensors["global_glm.coef"]),  # copies
-        intercept=np.array(tensors["global_glm.intercept"]),
+        coef=_array_copy(tensors["global_glm.coef"]),
+        intercept=_array_copy(tensors["global_glm.intercept"]),
         n_iter=_int(info["n_iter"], "global_glm.n_iter", low=0),
         converged=_bool(info["converged"], "global_glm.converged"),
     )
@@ -300,7 +301,7 @@ def _location_effect(fitted: dict, tensors, n_terms: int) -> LocationEffect | No
     if not columns or len(set(columns)) != len(columns):
         raise ModelFileError("location_effect.columns must be distinct design columns.")
     arrays = {
-        name: np.array(tensors[f"location.{name}"], dtype=np.float64)
+        name: _array_copy(tensors[f"location.{name}"], dtype=np.float64)
         for name in LOCATION_ARRAYS
     }
     if (
