@@ -11,6 +11,7 @@ from autoglm_graph.datasets import make_varying_coefficients
 from autoglm_graph.neighbors import cosine_topk
 from autoglm_graph.network.edge_difference import EdgeDifferenceMessage
 from autoglm_graph.network.modules import GraphGLMNet
+from autoglm_graph.network.rows import query_forward
 
 POLICY = FitPolicy(edge_difference_channels=3)
 
@@ -140,8 +141,6 @@ def test_fast_path_equals_pyg_path_forward_query_and_gradients():
         projected = [
             fused.source_projection(layer, x) for layer, x in enumerate(states_f.layers)
         ]
-        from autoglm_graph.network.rows import query_forward
-
         q_p = query_forward(
             fused,
             queries,
