@@ -160,10 +160,16 @@ def test_penalised_covariance_is_that_of_the_differences(data):
     onehot = torch.as_tensor(np.eye(3)[np.searchsorted(model.classes_, y)])
     K, m = 3, design.shape[1]
 
+    # The factor g (3 levels, 2 treatment columns) pays its levels' spread
+    # around their mean (the base's effect is 0): sum e^2 - (sum e)^2 / 3.
+    levels = [j for j, n in enumerate(_sm_design(model, X).columns) if n[:2] == "g_"]
+    assert len(levels) == 2
+
     def objective(params):
         B = params.reshape(K, m)
         loglik = (onehot * torch.log_softmax(design @ B.T, dim=1)).sum(1).mean()
-        return -loglik + 0.5 * model.alpha * (B[:, 1:] ** 2).sum()
+        spread = (B[:, levels].sum(1) ** 2).sum() / 3
+        return -loglik + 0.5 * model.alpha * ((B[:, 1:] ** 2).sum() - spread)
 
     params = np.c_[model.intercept_, model.coef_]
     hessian = torch.autograd.functional.hessian(

@@ -65,7 +65,7 @@ class BaseGraphGLM(BaseEstimator):
     def __init__(
         self,
         *,
-        alpha: float = 1e-4,
+        alpha: float = 1e-6,
         formula: str | None = None,
         splines: bool | list = False,
         splines_local: str = "linear",

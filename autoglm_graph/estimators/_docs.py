@@ -3,14 +3,27 @@ docstrings list them (:class:`~autoglm_graph.GraphGLMRegressor` and
 :class:`~autoglm_graph.GraphGLMClassifier` format them in)."""
 
 COMMON_PARAMS_DOC = """
-    alpha : float, default=1e-4
+    alpha : float, default=1e-6
         L2 penalty of the global GLM's slopes, as in scikit-learn's
         ``PoissonRegressor``: the global GLM minimises
         ``(1/sum(w)) sum_i w_i unit_deviance_i / 2 + alpha/2 ||beta||^2``,
         with ``beta`` the slopes in the user's units (``coef_``: per unit of
-        each numeric column, per one-hot level) and the intercept not
-        penalised. ``LogisticRegression(C=1 / (n * alpha))`` and
-        ``Ridge(alpha=n * alpha)`` have the same objective (unit weights).
+        each numeric column) and the intercept not penalised. A categorical
+        column pays for its levels' spread, ``sum_l (e_l - mean(e))^2`` over
+        its levels' effects ``e`` (the base level's 0 among them): the ridge
+        on every level's indicator, so the GLM does not depend on which level
+        is the base, and a ``DataFrame``, a formula's ``C(column)``,
+        ``categorical_coding="all_levels"`` and scikit-learn's or glum's
+        (``drop_first=False``) one-hot GLM at the same ``alpha`` are one GLM.
+        ``LogisticRegression(C=1 / (n * alpha))`` and ``Ridge(alpha=n *
+        alpha)`` have the same objective (unit weights). The default only
+        identifies what the data leave unidentified (an empty level, a
+        separated class): compared with the unpenalised GLM (statsmodels'), a
+        coefficient moves by about ``alpha * sum(w) * |u| * se`` of its
+        standard errors (``u`` its deviation from its column's mean, ``se``
+        its standard error), under 0.002 on 5,000 rows with levels of 10
+        rows, and the standard errors by as little
+        (``docs/decisions/alpha.md``). ``alpha=0`` is the unpenalised GLM.
     formula : str or None, default=None
         The global GLM's terms as a formula, parsed by formulaic (as glum's
         ``formula``), e.g. ``"y ~ age + C(region) + bs(age, df=4) +

@@ -95,7 +95,7 @@ class GraphGLMRegressor(RegressorMixin, BaseGraphGLM):
         power: float = 1.5,
         theta: float | None = None,
         balance: str | bool = "auto",
-        alpha: float = 1e-4,
+        alpha: float = 1e-6,
         formula: str | None = None,
         splines: bool | list = False,
         splines_local: str = "linear",

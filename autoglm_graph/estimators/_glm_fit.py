@@ -251,7 +251,7 @@ def _glm_kwargs(alpha: float, rows: FitRows, terms: GLMTerms) -> dict:
         sample_weight=rows.sample_weight,
         offset=rows.offset,
         alpha=alpha,
-        penalty_weights=terms.scale**-2.0,  # alpha penalises the user's units
+        penalty_weights=terms.slope_penalty(),  # in the user's units
         fit_intercept=terms.fit_intercept,
     )
     if terms.splines is not None:

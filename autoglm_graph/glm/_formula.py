@@ -232,6 +232,22 @@ class FormulaDesign:
             return None
         return [str(level) for level in state["categories"]]
 
+    def level_groups(self) -> tuple:
+        """``(positions, n_levels)`` per treatment-coded categorical term: its
+        0/1 columns' positions among the terms, one level (the base) left out
+        (:attr:`GLMTerms.level_groups <autoglm_graph.glm._terms.GLMTerms>`).
+        Other contrasts (``contr.sum``, ...) are left as plain columns."""
+        groups = []
+        for term, positions in self.term_columns.items():
+            levels = self.levels(term)
+            if levels is None or len(positions) != len(levels) - 1 or not positions:
+                continue
+            if np.all(self.shift[positions] == 0) and np.all(
+                self.scale[positions] == 1
+            ):
+                groups.append((tuple(int(j) for j in positions), len(levels)))
+        return tuple(groups)
+
     def term_variables(self, term: str, columns) -> list:
         """The columns among ``columns`` that the formula's ``term`` reads
         (in the order of ``columns``)."""

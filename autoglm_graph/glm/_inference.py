@@ -285,7 +285,11 @@ def _penalty_matrix(
     penalty is (Bayesian covariance, as for the other families).
     """
     slopes = terms.penalty_weights(estimator.alpha)  # the solver's own
-    diagonal = np.diag(np.r_[[0.0] * n_intercept, slopes])
+    if slopes.ndim == 1:
+        slopes = np.diag(slopes)
+    m = n_intercept + len(slopes)
+    diagonal = np.zeros((m, m))  # D, a matrix where a factor's levels couple
+    diagonal[n_intercept:, n_intercept:] = slopes
     coupling = np.eye(n_outputs)
     if multi_output:
         coupling -= 1.0 / (n_outputs + 1)  # K = n_outputs + 1 classes

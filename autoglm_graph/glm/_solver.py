@@ -6,7 +6,10 @@ The objective is scikit-learn's (``PoissonRegressor`` and friends)::
         + (alpha / 2) * sum_j penalty_weights_j * beta_j ** 2
 
 with an unpenalized intercept (``penalty_weights`` are 1 unless the caller
-solves on a rescaled design and maps the user's penalty onto it). It is
+solves on a rescaled design and maps the user's penalty onto it; a matrix
+``P`` of them gives ``(alpha / 2) * beta' P beta``, as a categorical column's
+penalty on its levels' spread, :meth:`~autoglm_graph.glm._terms.GLMTerms.
+slope_penalty`). It is
 minimised in float64 by Newton's method with a backtracking line search (the
 Hessian is exact: the families' first and second derivatives on the link
 scale come from torch autograd, so the mathematics of each family exists
@@ -125,8 +128,34 @@ class _Objective:
         self.family, self.K, self.p = family, n_outputs, p
         self.wn = w / w.sum()
         self.offset = offset
-        self.pen = np.zeros((n_outputs, self.X1.shape[1]))
-        self.pen[:, :p] = alpha * penalty_weights
+        m = self.X1.shape[1]
+        penalty_weights = np.asarray(penalty_weights, dtype=np.float64)
+        # A diagonal penalty is kept as one weight per parameter (the fast
+        # path of wide designs), a matrix one as its [m, m] matrix.
+        self.pen = np.zeros((n_outputs, m))
+        self.pen_matrix = None
+        if penalty_weights.ndim == 2:
+            self.pen_matrix = np.zeros((m, m))
+            self.pen_matrix[:p, :p] = alpha * penalty_weights
+        else:
+            self.pen[:, :p] = alpha * penalty_weights
+
+    def penalty(self, B: np.ndarray) -> float:
+        """The penalty's value at ``B``, ``(1/2) sum_k B_k' P B_k``."""
+        if self.pen_matrix is not None:
+            return 0.5 * float(np.sum((B @ self.pen_matrix) * B))
+        return 0.5 * float(np.sum(self.pen * B * B))
+
+    def penalty_gradient(self, B: np.ndarray) -> np.ndarray:
+        if self.pen_matrix is not None:
+            return B @ self.pen_matrix
+        return self.pen * B
+
+    def penalty_hessian(self) -> np.ndarray:
+        """The penalty's Hessian ``[K m, K m]`` (classes in blocks)."""
+        if self.pen_matrix is not None:
+            return np.kron(np.eye(self.K), self.pen_matrix)
+        return np.diag(self.pen.ravel())
 
     def eta(self, B: np.ndarray) -> np.ndarray:
         eta = self.X1 @ B.T
@@ -140,7 +169,7 @@ class _Objective:
     def loss(self, B: np.ndarray) -> float:
         with torch.no_grad():
             dev = self._dev(torch.as_tensor(self.eta(B))).numpy()
-        value = 0.5 * float(self.wn @ dev) + 0.5 * float(np.sum(self.pen * B * B))
+        value = 0.5 * float(self.wn @ dev) + self.penalty(B)
         return value if np.isfinite(value) else np.inf
 
     def parts(self, B: np.ndarray, hessian: bool = True):
@@ -149,9 +178,9 @@ class _Objective:
         dev = self._dev(eta_t)
         (d1,) = torch.autograd.grad(dev.sum(), eta_t, create_graph=hessian)
         value = 0.5 * float(self.wn @ dev.detach().numpy())
-        value += 0.5 * float(np.sum(self.pen * B * B))
+        value += self.penalty(B)
         r = 0.5 * self.wn[:, None] * d1.detach().numpy()  # [n, K]
-        grad = r.T @ self.X1 + self.pen * B
+        grad = r.T @ self.X1 + self.penalty_gradient(B)
         if not hessian:
             return value, grad, None
         m = self.X1.shape[1]
@@ -172,7 +201,10 @@ class _Objective:
                 else:
                     H[k, :, j, :] = self.X1.T @ (self.X1 * c[:, None])
         H = H.reshape(self.K * m, self.K * m)
-        H[np.diag_indices_from(H)] += self.pen.ravel()
+        if self.pen_matrix is not None:
+            H += self.penalty_hessian()
+        else:
+            H[np.diag_indices_from(H)] += self.pen.ravel()
         return value, grad, H
 
 
@@ -271,10 +303,13 @@ def fit_global_glm(
     sample_weight, offset : ndarray of shape (n_samples,), default=None
     alpha : float, default=0.0
         L2 penalty on the slopes, in scikit-learn's scaling.
-    penalty_weights : ndarray of shape (n_features,), default=None
+    penalty_weights : ndarray, default=None
         Per-slope multipliers of ``alpha`` (1 when None): on a design whose
         column ``j`` is the user's column divided by ``s_j``, weights
-        ``1 / s_j**2`` penalise the coefficients in the user's units.
+        ``1 / s_j**2`` penalise the coefficients in the user's units
+        (shape ``(n_features,)``). A ``(n_features, n_features)`` symmetric
+        positive semi-definite matrix ``P`` penalises ``(alpha / 2) beta' P
+        beta`` (each class's slopes alike).
     max_iter : int, default=100
         Newton iterations (L-BFGS-B: ten times as many).
     tol : float, default=1e-10
@@ -309,6 +344,11 @@ def fit_global_glm(
     )
     off = None if offset is None else np.asarray(offset, dtype=np.float64)
     pw = np.ones(n_features) if penalty_weights is None else np.asarray(penalty_weights)
+    if pw.shape not in ((n_features,), (n_features, n_features)):
+        raise ValueError(
+            f"penalty_weights must have shape ({n_features},) or ({n_features}, "
+            f"{n_features}); got {pw.shape}."
+        )
     obj = _Objective(X, y, family, n_outputs, w, off, alpha, pw, fit_intercept)
     B = _start_point(start, family, y, sample_weight, off, obj, fit_intercept)
     if B.size <= newton_max_params:

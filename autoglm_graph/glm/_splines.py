@@ -301,9 +301,8 @@ def _gcv(design, y, family, glm, w, offset, weights, n_outputs, intercept) -> fl
     if intercept:
         B = np.concatenate([glm.coef, glm.intercept[:, None]], axis=1)
     value, _, H = obj.parts(B)
-    penalty = 0.5 * float(np.sum(obj.pen * B * B))
-    mean_deviance = 2.0 * (value - penalty)
-    unpenalised = H - np.diag(obj.pen.ravel())
+    mean_deviance = 2.0 * (value - obj.penalty(B))
+    unpenalised = H - obj.penalty_hessian()
     edf = float(np.trace(linalg.pinvh(H) @ unpenalised))
     n = design.shape[0]
     return n * mean_deviance / max(n - edf, 1.0) ** 2

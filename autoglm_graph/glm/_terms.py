@@ -70,6 +70,11 @@ class GLMTerms:
         ``(base, levels)`` per categorical column whose base level the network
         varies too: the base's design column (not a GLM term) and its other
         levels' (GLM terms); None: the network varies the GLM's terms only.
+    level_groups : tuple
+        ``(positions, n_levels)`` per treatment-coded categorical column of a
+        model with an intercept: its levels' positions among the terms (the
+        base left out) and its number of levels, base included. Their penalty
+        is on the levels' spread (:meth:`slope_penalty`).
     """
 
     columns: np.ndarray
@@ -83,6 +88,7 @@ class GLMTerms:
     n_context: int | None = None
     splines: SplineDesign | None = None
     varied_bases: tuple | None = None
+    level_groups: tuple = ()
 
     @classmethod
     def from_preprocessor(
@@ -97,8 +103,23 @@ class GLMTerms:
         if not fit_intercept and np.any(shift != 0):
             add, shift = shift / scale, np.zeros_like(shift)
         full = np.array_equal(columns, np.arange(len(names)))
+        groups = ()
+        if fit_intercept:
+            where = {int(c): i for i, c in enumerate(columns)}
+            groups = tuple(
+                (tuple(where[int(c)] for c in block if int(c) in where), len(block))
+                for block in preprocessor.categorical_blocks()
+                if len(block) > 1 and sum(int(c) not in where for c in block) == 1
+            )
         return cls(
-            columns, bool(fit_intercept), names[columns], shift, scale, add, full
+            columns,
+            bool(fit_intercept),
+            names[columns],
+            shift,
+            scale,
+            add,
+            full,
+            level_groups=groups,
         )
 
     @classmethod
@@ -115,6 +136,7 @@ class GLMTerms:
             False,
             formula,
             int(n_context),
+            level_groups=formula.level_groups() if formula.fit_intercept else (),
         )
 
     def with_splines(self, splines: SplineDesign, n_context: int) -> GLMTerms:
@@ -225,12 +247,45 @@ class GLMTerms:
             move, dtype=delta.dtype, device=device
         )
 
+    def slope_penalty(self) -> np.ndarray:
+        """The solver's penalty per unit of ``alpha``: the squared slopes in
+        the user's units, a categorical column's levels measured from their
+        mean.
+
+        The slopes ``u_j = beta_j / scale_j`` in the user's units are
+        penalised by ``sum_j u_j**2``, except that a treatment-coded column of
+        ``L`` levels (:attr:`level_groups`) pays ``sum_l (e_l - mean(e))**2``
+        on its levels' effects ``e`` (the base's 0 among them). That does not
+        depend on which level is the base, so a ``DataFrame`` (base: the
+        heaviest level), a formula's ``C(column)`` (base: the first level)
+        and ``categorical_coding="all_levels"`` (every level, squared slopes,
+        the intercept absorbing their mean) fit the same GLM at any
+        ``alpha``. A vector (the diagonal) without such columns, else the
+        ``[n_terms, n_terms]`` matrix.
+        """
+        inverse = 1.0 / self.scale
+        if not self.level_groups:
+            return inverse**2
+        matrix = np.diag(inverse**2)
+        for positions, n_levels in self.level_groups:
+            d = np.zeros(self.n_terms)
+            d[list(positions)] = inverse[list(positions)]
+            # sum_l e_l**2 - (sum_l e_l)**2 / L, the base's e = 0.
+            matrix -= np.outer(d, d) / n_levels
+        return matrix
+
     def penalty_weights(self, alpha: float) -> np.ndarray:
-        """The solver's per-term penalty: ``alpha`` in the user's units, plus
-        the splines' smoothing penalty on their columns."""
-        weights = alpha * self.scale**-2.0
+        """The solver's per-term penalty: ``alpha`` times
+        :meth:`slope_penalty`, plus the splines' smoothing penalty on their
+        columns (a vector, or a matrix where :meth:`slope_penalty` is one)."""
+        weights = alpha * self.slope_penalty()
         if self.splines is not None:
-            weights[-len(self.splines.shift) :] += self.splines.penalty_weights()
+            smoothing = self.splines.penalty_weights()
+            tail = np.arange(self.n_terms - len(smoothing), self.n_terms)
+            if weights.ndim == 2:
+                weights[tail, tail] += smoothing
+            else:
+                weights[tail] += smoothing
         return weights
 
     def design(self, context: np.ndarray, X) -> np.ndarray:

@@ -60,7 +60,7 @@ from benchmarks._lib.task import CLASSIFICATION, LOG_LINK, NotApplicable, Task
 # Floor of predicted means for log-link families (models fitted without a link).
 MEAN_FLOOR = 1e-6
 # GraphGLM's default alpha; glum and scikit-learn use the same scaling.
-ALPHA = 1e-4
+ALPHA = 1e-6
 
 
 # ------------------------------------------------------------------ helpers
