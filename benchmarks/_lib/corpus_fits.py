@@ -28,6 +28,7 @@ import os
 import tempfile
 import time
 import traceback
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -144,7 +145,9 @@ def init_worker() -> None:
         lambda: models.lightgbm_gbm(warm),
     ):
         try:
-            make().fit(X, y).predict(X)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # two epochs do not converge
+                make().fit(X, y).predict(X)
         except Exception:  # a missing peer package: its own fits will say so
             pass
 
