@@ -193,31 +193,37 @@ def fit_model(spec: ModelSpec, split: corpus_data.Split) -> dict:
         start = time.perf_counter()
         mean = np.asarray(model.predict(split.X_test, split.offset_test))
         predict_s = time.perf_counter() - start
+        scores = score(score_family(split), split, mean, n_classes)
+        record = {
+            "status": "ok",
+            "note": model.note() if hasattr(model, "note") else "",
+            "score": scores["log_loss" if n_classes else "deviance"],
+            "fit_s": fit_s,
+            "predict_s": predict_s,
+        }
+        if isinstance(model, models.GraphGLMModel):
+            record |= graphglm_facts(model.estimator)
     except NotApplicable as exc:
         return {"status": "n/a", "note": str(exc)}
     except Exception as exc:  # a failing model must not end a long run
         traceback.print_exc()
         return {"status": "error", "note": f"{type(exc).__name__}: {exc}"}
-    scores = score(score_family(split), split, mean, n_classes)
-    record = {
-        "status": "ok",
-        "note": model.note() if hasattr(model, "note") else "",
-        "score": scores["log_loss" if n_classes else "deviance"],
-        "fit_s": fit_s,
-        "predict_s": predict_s,
-    }
-    if isinstance(model, models.GraphGLMModel):
-        est = model.estimator
-        times = getattr(est, "fit_times_", None)
-        record |= {
-            "kept": not est.is_global_only_,
-            "global_only_reason": est.global_only_reason_ or "",
-            "n_iter": int(est.n_iter_),
-            "fit_times": None
-            if times is None
-            else {str(k): float(v) for k, v in times.items()},
-        }
     return record
+
+
+def graphglm_facts(est) -> dict:
+    """Whether a fitted GraphGLM kept its network, why not, its epochs and its
+    seconds by phase (None where a revision's version lacks the attribute)."""
+    global_only = getattr(est, "is_global_only_", None)
+    times = getattr(est, "fit_times_", None)
+    return {
+        "kept": None if global_only is None else not global_only,
+        "global_only_reason": getattr(est, "global_only_reason_", None) or "",
+        "n_iter": getattr(est, "n_iter_", None),
+        "fit_times": None
+        if times is None
+        else {str(k): float(v) for k, v in times.items()},
+    }
 
 
 # -------------------------------------------------------------------- cache
