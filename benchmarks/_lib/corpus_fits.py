@@ -176,7 +176,9 @@ def fit_model(spec: ModelSpec, split: corpus_data.Split) -> dict:
     -------
     dict
         ``status`` ("ok", "n/a" or "error"), ``note``, ``score`` (mean test
-        deviance; log-loss for classifiers), ``fit_s``, ``predict_s``, and for
+        deviance; log-loss for classifiers), ``deviance`` (the family's: twice
+        the log-loss for classifiers), ``d2`` (against the training mean),
+        ``fit_s``, ``predict_s``, and for
         a GraphGLM ``kept`` (the network kept), ``global_only_reason``,
         ``n_iter`` and ``fit_times`` (seconds by phase, where the version has
         them).
@@ -198,6 +200,8 @@ def fit_model(spec: ModelSpec, split: corpus_data.Split) -> dict:
             "status": "ok",
             "note": model.note() if hasattr(model, "note") else "",
             "score": scores["log_loss" if n_classes else "deviance"],
+            "deviance": scores["deviance"],
+            "d2": scores["d2"],
             "fit_s": fit_s,
             "predict_s": predict_s,
         }

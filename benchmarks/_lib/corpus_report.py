@@ -190,7 +190,11 @@ def summary_rows(
             f"{geometric_mean(times.values()):.2f}" if times else "-"
         )
         row["max fit s / LightGBM"] = f"{max(times.values()):.2f}" if times else "-"
-        kept = [r["kept"] for r in records if r["model"] == model and "kept" in r]
+        kept = [
+            r["kept"]
+            for r in records
+            if r["model"] == model and r.get("kept") is not None
+        ]
         row["network kept"] = f"{sum(kept)} / {len(kept)}" if kept else "-"
         rows.append(row)
     return rows
