@@ -55,7 +55,14 @@ from sklearn.preprocessing import StandardScaler
 
 from autoglm_graph import GraphGLMClassifier, GraphGLMRegressor, TabularPreprocessor
 from benchmarks._lib.peers import EBMModel, LightGBMTunedModel
-from benchmarks._lib.task import CLASSIFICATION, LOG_LINK, NotApplicable, Task
+from benchmarks._lib.task import (
+    CLASSIFICATION,
+    LOG_LINK,
+    NotApplicable,
+    Task,
+    string_levels,
+    with_categories,
+)
 
 # Floor of predicted means for log-link families (models fitted without a link).
 MEAN_FLOOR = 1e-6
@@ -196,7 +203,8 @@ class GlumModel(DesignModel):
 
 
 class LightGBMModel:
-    """LightGBM on the raw DataFrame (pandas categories are native).
+    """LightGBM on the raw DataFrame (pandas categories are native; string
+    columns become categories of their training levels).
 
     Early stopping on a seeded 10% validation split of the training rows; the
     offset, plus the log of the observed rate (LightGBM's own starting value,
@@ -231,6 +239,8 @@ class LightGBMModel:
 
         if offset is not None and self.task.family not in LOG_LINK:
             raise NotApplicable(f"offset for family={self.task.family!r}")
+        self.levels_ = string_levels(X)
+        X = with_categories(X, self.levels_)
         stratify = y if self.task.is_classification else None
         parts = train_test_split(
             X,
@@ -262,6 +272,7 @@ class LightGBMModel:
         return self
 
     def predict(self, X, offset=None) -> np.ndarray:
+        X = with_categories(X, self.levels_)
         if self.task.is_classification:
             return self.estimator.predict_proba(X)
         if offset is None:

@@ -25,7 +25,13 @@ from sklearn.model_selection import GroupKFold, KFold, StratifiedKFold
 
 from autoglm_graph import get_family
 from benchmarks._lib.suite import mean_deviance
-from benchmarks._lib.task import LOG_LINK, NotApplicable, Task
+from benchmarks._lib.task import (
+    LOG_LINK,
+    NotApplicable,
+    Task,
+    string_levels,
+    with_categories,
+)
 
 
 def _lightgbm_objective(task: Task) -> dict:
@@ -59,7 +65,8 @@ class LightGBMTunedModel:
     A trial's score is the family's mean deviance (weighted when
     ``sample_weight`` is given) over the held-out rows of all folds. The offset,
     plus the log of the fold's observed rate, is the ``init_score`` (as in the
-    plain ``lightgbm`` peer).
+    plain ``lightgbm`` peer); string columns become categories of their
+    training levels (as in the plain peer).
     """
 
     def __init__(self, task: Task) -> None:
@@ -155,6 +162,8 @@ class LightGBMTunedModel:
         if offset is not None and self.task.family not in LOG_LINK:
             raise NotApplicable(f"offset for family={self.task.family!r}")
         y = np.asarray(y)
+        self.levels_ = string_levels(X)
+        X = with_categories(X, self.levels_)
         folds = self._folds(X, y, groups)
 
         def objective(trial) -> float:
@@ -174,6 +183,7 @@ class LightGBMTunedModel:
         return self
 
     def predict(self, X, offset=None) -> np.ndarray:
+        X = with_categories(X, self.levels_)
         return self._predict_one(self.estimator_, self.base_score_, X, offset)
 
     def note(self) -> str:

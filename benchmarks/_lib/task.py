@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pandas as pd
+
 CLASSIFICATION = ("binomial", "multinomial")
 LOG_LINK = ("poisson", "gamma", "tweedie", "negative_binomial")
 
@@ -65,3 +67,31 @@ class Task:
     def variance_power(self) -> float:
         """Power ``p`` of the rate trick's weight ``exposure ** (2 - p)``."""
         return {"gamma": 2.0, "tweedie": self.power}.get(self.family, 1.0)
+
+
+def string_levels(X: pd.DataFrame) -> dict[str, list]:
+    """The sorted levels of ``X``'s string (object) columns, for
+    :func:`with_categories`; empty when ``X`` has none."""
+    return {
+        column: sorted(values.dropna().unique(), key=str)
+        for column, values in X.items()
+        if not isinstance(values.dtype, pd.CategoricalDtype)
+        and (
+            pd.api.types.is_object_dtype(values.dtype)
+            or pd.api.types.is_string_dtype(values.dtype)
+        )
+    }
+
+
+def with_categories(X: pd.DataFrame, levels: dict[str, list]) -> pd.DataFrame:
+    """``X`` with the string columns of ``levels`` as pandas categories of those
+    levels (a level unseen in them, or a missing value, becomes NaN): LightGBM
+    takes categories but no strings. ``X`` itself when ``levels`` is empty."""
+    if not levels:
+        return X
+    return X.astype(
+        {
+            column: pd.CategoricalDtype(categories)
+            for column, categories in levels.items()
+        }
+    )
