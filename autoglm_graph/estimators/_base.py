@@ -226,6 +226,8 @@ class BaseGraphGLM(BaseEstimator):
         self.global_only_reason_ = reason
         with times.phase("balance"):
             self.balance_correction_ = self._balance(rows)
+        with times.phase("global_glm"):  # its tables, kept for summary()
+            self.glm_statistics_ = glm_fit.statistics(self, rows, y, sample_weight)
         if reason is not None and self.verbose:
             print(
                 f"{type(self).__name__}: the fitted model is the global GLM ({reason})."
@@ -521,8 +523,8 @@ class BaseGraphGLM(BaseEstimator):
 
     def coef_table(
         self,
-        X,
-        y,
+        X=None,
+        y=None,
         sample_weight=None,
         offset=None,
         cov_type: str = "fisher",
@@ -535,8 +537,11 @@ class BaseGraphGLM(BaseEstimator):
 
         Parameters
         ----------
-        X, y, sample_weight, offset
-            The data of the fit (the estimator does not keep its design).
+        X, y, sample_weight, offset : default=None
+            None: the training rows' table, kept by ``fit`` and saved with the
+            model (``ValueError`` for a file written before it was kept). Else
+            the rows to compute it on (``X`` with ``y``, or a formula's target
+            in ``X``, as in ``fit``; a part of them is a ``ValueError``).
         cov_type : {"fisher", "sandwich"}, default="fisher"
         alpha : float, default=0.05
             Level of the confidence intervals (not the L2 penalty).
@@ -565,8 +570,8 @@ class BaseGraphGLM(BaseEstimator):
 
     def wald_test_terms(
         self,
-        X,
-        y,
+        X=None,
+        y=None,
         sample_weight=None,
         offset=None,
         cov_type: str = "fisher",
@@ -579,15 +584,15 @@ class BaseGraphGLM(BaseEstimator):
 
         Parameters
         ----------
-        X, y, sample_weight, offset
-            The data of the fit.
+        X, y, sample_weight, offset : default=None
+            As for ``coef_table``: None, the training rows (kept by ``fit``).
         cov_type : {"fisher", "sandwich"}, default="fisher"
         weights : {"variance", "frequency"}, default="variance"
 
         Returns
         -------
         DataFrame
-            ``chi2``, ``df`` and ``p_value`` per term.
+            ``chi2``, ``df`` and ``p_value`` per term (ValueError as ``coef_table``).
         """
         from ..glm import wald_test_terms
 
@@ -597,8 +602,8 @@ class BaseGraphGLM(BaseEstimator):
 
     def summary(
         self,
-        X,
-        y,
+        X=None,
+        y=None,
         sample_weight=None,
         offset=None,
         *,
@@ -608,12 +613,14 @@ class BaseGraphGLM(BaseEstimator):
     ):
         """The global GLM's summary table, as statsmodels' ``GLMResults.summary()``.
 
-        See :func:`autoglm_graph.glm._summary.glm_summary`.
+        Without data, of the training rows (``fit`` keeps the figures, ``save``
+        writes them). See :func:`autoglm_graph.glm.glm_summary`.
 
         Parameters
         ----------
-        X, y, sample_weight, offset
-            The data of the fit (the estimator keeps neither its design nor y).
+        X, y, sample_weight, offset : default=None
+            None: the training rows, with the weights and offset of the fit;
+            else the rows to report on, as for ``coef_table``.
         alpha : float, default=0.05
             Level of the confidence intervals (not the L2 penalty).
         cov_type : {"fisher", "sandwich"}, default="fisher"
@@ -627,7 +634,7 @@ class BaseGraphGLM(BaseEstimator):
             ``print`` it for the table: family, link, rows, parameters,
             deviance, null deviance, D², log-likelihood, AIC, BIC, scale and
             the coefficients; ``.header`` (dict) and ``.coefficients``
-            (DataFrame) hold the numbers.
+            (DataFrame) hold the numbers. ``ValueError`` as ``coef_table``.
         """
         from ..glm import glm_summary
 

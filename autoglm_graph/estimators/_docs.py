@@ -349,6 +349,13 @@ COMMON_ATTRIBUTES_DOC = """
         2``: the GLM's covariance of ``local_coef``'s columns on the training
         data (``coef_table``'s, Fisher), from which ``local_coef(X,
         interval=...)`` gives its Wald intervals; else None.
+    glm_statistics_ : GLMStatistics or None
+        The global GLM's figures on the training rows, for every ``cov_type``
+        and ``weights``: the coefficients' covariances (``n_coef x n_coef``)
+        and the summary's scalars, no per-row array; what ``summary()``,
+        ``coef_table()`` and ``wald_test_terms()`` report without data. None
+        for a model loaded from a file written before it was kept (those
+        calls then need the training data) and for an interval member.
     is_global_only_ : bool
         True when the fitted model is exactly the global GLM (no network and
         no location effect), or the GAM that replaced it where the network
@@ -360,7 +367,8 @@ COMMON_ATTRIBUTES_DOC = """
         Per-epoch ``train_loss``, ``train_deviance``, ``val_deviance``, ``seconds``.
     fit_times_ : dict of str to float
         Wall seconds of the last ``fit`` by phase: ``preprocessing``,
-        ``global_glm``, ``graphs`` (the training loop's neighbour searches),
+        ``global_glm`` (its solve, a GAM fallback's, and ``glm_statistics_``),
+        ``graphs`` (the training loop's neighbour searches),
         ``steps`` (optimiser steps), ``validation``, ``prediction_index``,
         ``keep_check`` (the trainings of ``FitPolicy.keep_check_folds``),
         ``refit`` (``FitPolicy.refit_all_rows``), ``balance``,

@@ -1,16 +1,19 @@
-"""The global GLM's part of ``fit``: its terms, the exact solve, the balance.
+"""The global GLM's part of ``fit``: its terms, the exact solve, the balance,
+its tables' figures.
 
 Which columns of the preprocessed design the GLM reads
 (:func:`~autoglm_graph.glm.choose_columns`: treatment coding, base levels) or a
 formula's columns (:class:`~autoglm_graph.glm.FormulaDesign`), the spline
 bases of ``splines`` (:class:`~autoglm_graph.glm.SplineDesign`) with their
-smoothing penalty, the base levels the network varies too, the solve, and the
-intercept's shift of ``balance``. Each function reads the estimator's
-parameters and returns what it fitted; the estimator keeps it.
+smoothing penalty, the base levels the network varies too, the solve, the
+intercept's shift of ``balance``, and the figures of ``summary()`` on the
+fit's rows. Each function reads the estimator's parameters and returns what it
+fitted; the estimator keeps it.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -30,6 +33,7 @@ from ..glm import (
 )
 from ..network import constrained_positions
 from ..preprocessing import TabularPreprocessor
+from ..utils import caller_stacklevel
 from ._rows import FitRows
 
 
@@ -309,3 +313,35 @@ def balance(estimator, rows: FitRows) -> tuple[GlobalGLM | None, float]:
     return balance_glm(
         estimator.global_glm_, family, rows.y, eta[:, 0], rows.sample_weight
     )
+
+
+# ---------------------------------------------------------- the tables' figures
+def statistics(estimator, rows: FitRows, y, sample_weight):
+    """The global GLM's figures on the fit's rows (``glm_statistics_``,
+    :class:`~autoglm_graph.glm.GLMStatistics`): what ``summary()``,
+    ``coef_table()`` and ``wald_test_terms()`` report without data, for the
+    final GLM (its balance shift, a GAM fallback's terms); None, with a
+    warning, where they cannot be computed. ``y`` and ``sample_weight`` are
+    ``fit``'s arguments (the target's name, whether it was weighted)."""
+    from ..glm import glm_statistics  # torch: imported where it is used
+
+    try:
+        return glm_statistics(
+            estimator,
+            rows.design,
+            rows.y,
+            rows.sample_weight,
+            rows.offset,
+            target=y,
+            weighted=sample_weight is not None,
+        )
+    except (ValueError, ArithmeticError) as exc:  # (LinAlgError is a ValueError)
+        # The fit stands without them: a table on the rows can still be asked.
+        warnings.warn(
+            f"The global GLM's figures on the fit's rows could not be computed "
+            f"({exc}); summary(), coef_table() and wald_test_terms() need the "
+            "training data.",
+            UserWarning,
+            stacklevel=caller_stacklevel(),
+        )
+        return None

@@ -57,6 +57,7 @@ FITTED = (
     "offset_range_",
     "interval_bias_",
     "interval_cov_",
+    "glm_statistics_",
 )
 
 

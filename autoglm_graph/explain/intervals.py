@@ -316,6 +316,9 @@ def fit_interval_members(estimator, X, y, sample_weight=None, offset=None, group
         weight = base * (draws if codes is None else draws[codes])
         member = clone(estimator).set_params(random_state=seed, **params)
         member.fit(X, y, sample_weight=weight, offset=offset, groups=groups)
+        # Its summary figures are never read (the model's are): not kept,
+        # nor saved with it.
+        member.glm_statistics_ = None
         members.append(member)
     return members
 

@@ -1,7 +1,8 @@
 """The global GLM: the families and links, the exact solver, the terms
 (treatment coding, formulas, splines) and its inference tables (``coef_table``,
-``wald_test_terms``, ``glm_summary``). May import ``preprocessing``, ``utils`` and
-``policy``; no torch module at import.
+``wald_test_terms``, ``glm_summary``; the ``GLMStatistics`` a fit keeps for
+them). May import ``preprocessing``, ``utils`` and ``policy``; no torch module
+at import.
 
 The names below are this area's public face; its modules load at a name's first
 use (:func:`autoglm_graph.utils.lazy_exports`).
@@ -19,6 +20,7 @@ _EXPORTS = {
     "FAMILIES": "families",
     "Family": "_family",
     "FormulaDesign": "_formula",
+    "GLMStatistics": "_statistics",
     "GLMSummary": "_summary",
     "GLMTerms": "_terms",
     "GlobalGLM": "_solver",
@@ -35,6 +37,7 @@ _EXPORTS = {
     "fit_global_glm": "_solver",
     "fit_negative_binomial": "_solver",
     "get_family": "families",
+    "glm_statistics": "_statistics",
     "glm_summary": "_summary",
     "left_side_columns": "_formula",
     "local_coef_summary": "_inference",
@@ -47,6 +50,7 @@ __all__ = [
     "SPLINES_LOCAL",
     "Family",
     "FormulaDesign",
+    "GLMStatistics",
     "GLMSummary",
     "GLMTerms",
     "GlobalGLM",
@@ -62,6 +66,7 @@ __all__ = [
     "fit_global_glm",
     "fit_negative_binomial",
     "get_family",
+    "glm_statistics",
     "glm_summary",
     "left_side_columns",
     "local_coef_summary",
@@ -91,6 +96,7 @@ if TYPE_CHECKING:  # static analysers (and import-linter) see the names
         fit_negative_binomial,
     )
     from ._splines import SPLINES_LOCAL, SplineDesign, check_splines, choose_penalty
+    from ._statistics import GLMStatistics, glm_statistics
     from ._summary import GLMSummary, glm_summary
     from ._terms import CATEGORICAL_CODINGS, GLMTerms, choose_columns
     from .families import FAMILIES, NegativeBinomialFamily, get_family

@@ -8,8 +8,12 @@ AIC and BIC, the dispersion (scale), and the coefficient table of
 ``print`` gives the plain-text table, a notebook the HTML one, and its
 ``header`` and ``coefficients`` give the numbers.
 
-Like the coefficient table, the summary needs the training data: the
-estimator keeps neither ``y`` nor its design.
+Called without data, as statsmodels' and R's summaries are, it reports the
+training rows: ``fit`` keeps these figures (scalars, and the coefficient
+table's p x p covariances) in ``glm_statistics_``
+(:class:`~autoglm_graph.glm.GLMStatistics`), and the model file saves them;
+the estimator keeps neither ``y`` nor its design. Given rows (``X`` and
+``y``), it reports on those.
 """
 
 from __future__ import annotations
@@ -23,7 +27,13 @@ import pandas as pd
 from sklearn.utils.validation import check_is_fitted
 
 from ..utils import align_to_rows, check_offset
-from ._inference import coef_table, encode_target
+from ._inference import (
+    coef_table,
+    design_rank,
+    encode_target,
+    kept_statistics,
+    rows_of_call,
+)
 from ._solver import fit_global_glm
 from .families import GaussianFamily, NegativeBinomialFamily, TweedieFamily
 
@@ -129,8 +139,8 @@ class GLMSummary:
 
 def glm_summary(
     estimator,
-    X,
-    y,
+    X=None,
+    y=None,
     sample_weight=None,
     offset=None,
     *,
@@ -140,17 +150,28 @@ def glm_summary(
 ) -> GLMSummary:
     """The summary table of a fitted model's global GLM, as statsmodels'.
 
+    Called without data (``model.summary()``), the summary of the training
+    rows, from the figures ``fit`` kept (``glm_statistics_``, saved with the
+    model); with ``X`` and ``y``, the same figures computed on those rows.
+
     Parameters
     ----------
     estimator : GraphGLMRegressor or GraphGLMClassifier
         A fitted estimator.
-    X : array-like or DataFrame of shape (n_samples, n_features)
-        The training data (the estimator keeps neither its design nor y).
-    y : array-like of shape (n_samples,)
+    X : array-like or DataFrame of shape (n_samples, n_features), default=None
+        None (with ``y``, ``sample_weight`` and ``offset`` None too): the
+        training rows, with the ``sample_weight`` and ``offset`` of the fit.
+        Else the rows to report on (the training rows give the same summary
+        as None, to rounding). With a ``formula`` that names the target,
+        ``X`` may hold it and ``y`` be None, as in ``fit``.
+    y : array-like of shape (n_samples,), default=None
+        The target of the rows ``X``; a Series' name is the header's
+        ``dep_variable`` (without data: the name of ``fit``'s ``y``, or the
+        formula's left side).
     sample_weight : array-like of shape (n_samples,), default=None
-        The weights of the fit; ``weights`` says what they mean.
+        The weights of the rows ``X``; ``weights`` says what they mean.
     offset : array-like of shape (n_samples,), default=None
-        The offset of the fit.
+        The offset of the rows ``X``.
     alpha : float, default=0.05
         Level of the confidence intervals, ``1 - alpha`` (not the L2 penalty,
         which the header shows as ``Alpha (L2)``).
@@ -168,6 +189,15 @@ def glm_summary(
     GLMSummary
         ``print`` it for the table; ``.header`` and ``.coefficients`` hold
         the numbers.
+
+    Raises
+    ------
+    ValueError
+        When ``X`` comes without ``y`` (and no formula names the target), ``y``
+        without ``X``, or ``sample_weight`` or ``offset`` without both; and,
+        called without data, for an estimator that kept no figures (one
+        loaded from a file written before they were kept): pass it the
+        training data.
 
     Notes
     -----
@@ -202,24 +232,37 @@ def glm_summary(
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(200, 2)); y = rng.poisson(np.exp(0.3 * X[:, 0]))
     >>> model = GraphGLMRegressor(family="poisson", local_penalty=np.inf).fit(X, y)
-    >>> summary = model.summary(X, y)
+    >>> summary = model.summary()
     >>> summary.header["family"], summary.header["n_params"]
     ('poisson', 3)
+    >>> bool(np.isclose(model.summary(X, y).header["aic"], summary.header["aic"]))
+    True
     >>> print(summary)  # doctest: +SKIP
     """
     check_is_fitted(estimator, "global_glm_")
     options = {"cov_type": cov_type, "alpha": alpha, "weights": weights}
-    coefficients = coef_table(estimator, X, y, sample_weight, offset, **options)
-    fit = _GLMFit.from_data(estimator, X, y, sample_weight, offset)
-    header = _header(estimator, fit, coefficients, y, sample_weight, weights)
-    notes = _notes(estimator, header, coefficients, fit, sample_weight, weights)
+    rows = rows_of_call(estimator, X, y, sample_weight, offset, "summary")
+    if rows is None:
+        figures = kept_statistics(estimator, "summary").figures(weights)
+        coefficients = coef_table(estimator, **options)
+    else:
+        coefficients = coef_table(estimator, *rows, **options)
+        fit = _GLMFit.from_data(estimator, *rows)
+        figures = fit.figures(
+            coefficients.attrs["dispersion"],
+            weights,
+            target=target_name(estimator, rows[1]),
+            weighted=rows[2] is not None,
+        )
+    header = _header(estimator, figures, coefficients, weights)
+    notes = _notes(estimator, header, coefficients, weights)
     title = f"Global GLM of {type(estimator).__name__}"
     return GLMSummary(title, header, coefficients, alpha, notes)
 
 
 @dataclass(frozen=True)
 class _GLMFit:
-    """The global GLM on the training data: what the header is computed from."""
+    """The global GLM on rows: what the header is computed from."""
 
     family: object
     y: np.ndarray  # [n] or one-hot [n, K]
@@ -230,19 +273,28 @@ class _GLMFit:
 
     @classmethod
     def from_data(cls, estimator, X, y, sample_weight, offset) -> _GLMFit:
-        predictor = estimator.predictor()
-        design = predictor.design(X)
-        n = design.shape[0]
+        design = estimator.predictor().design(X)
         y_model = encode_target(estimator, y)
         sample_weight = align_to_rows(sample_weight, X, "sample_weight")
+        offset = align_to_rows(offset, X, "offset")
+        return cls.from_design(estimator, design, y_model, sample_weight, offset)
+
+    @classmethod
+    def from_design(
+        cls, estimator, design, y_model, sample_weight, offset, rank=None
+    ) -> _GLMFit:
+        """The rows' design (``predictor().design``'s), encoded target,
+        weights (None: ones), offset (None: none) and the rank of the GLM's
+        design, where known (None: computed)."""
+        predictor = estimator.predictor()
+        n = design.shape[0]
         w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, float)
-        offset = check_offset(align_to_rows(offset, X, "offset"), n)
+        offset = check_offset(offset, n)
         eta = predictor.global_eta(design, offset)
-        terms = predictor.glm_terms
-        ones = [np.ones(n)] if terms.fit_intercept else []
-        rank = int(
-            np.linalg.matrix_rank(np.column_stack([*ones, terms.select(design)]))
-        )
+        if rank is None:
+            terms = predictor.glm_terms
+            ones = [np.ones(n)] if terms.fit_intercept else []
+            rank = design_rank(np.column_stack([*ones, terms.select(design)]))
         null_eta = _null_eta(estimator, y_model, w, offset, eta.shape)
         return cls(estimator.family_, y_model, w, eta, null_eta, rank)
 
@@ -266,6 +318,32 @@ class _GLMFit:
         chi2 = (self.y - mu) ** 2 / variance
         return float(self.w @ (chi2.sum(axis=1) if chi2.ndim == 2 else chi2))
 
+    def log_likelihood(self, scale: float, weights: str) -> float:
+        """The family's log-likelihood at ``scale``; the gaussian one at the
+        scale that maximises it, ``sum w (y - mu)**2 / n_obs`` (statsmodels)."""
+        frequency = weights == "frequency"
+        n_obs = float(self.w.sum()) if frequency else self.y.shape[0]
+        mu = self.mean(self.eta)
+        if _gaussian_like(self.family):
+            scale = float(self.w @ (self.y - mu) ** 2) / n_obs
+        if frequency:
+            return self.family.loglike(self.y, mu, freq_weights=self.w, scale=scale)
+        return self.family.loglike(self.y, mu, var_weights=self.w, scale=scale)
+
+    def figures(self, scale: float, weights: str, *, target: str, weighted: bool):
+        """The header's figures of these rows (see :func:`_header`)."""
+        return {
+            "dep_variable": target,
+            "n_rows": self.y.shape[0],
+            "total_weight": float(self.w.sum()),
+            "weighted": weighted,
+            "rank": self.rank,
+            "deviance": self.deviance(self.eta),
+            "null_deviance": self.deviance(self.null_eta),
+            "pearson_chi2": self.pearson_chi2(),
+            "log_likelihood": self.log_likelihood(scale, weights),
+        }
+
 
 def _null_eta(estimator, y_model, w, offset, shape) -> np.ndarray:
     """The linear predictor of the intercept-only GLM with the same offset and
@@ -287,27 +365,28 @@ def _null_eta(estimator, y_model, w, offset, shape) -> np.ndarray:
     return base + glm.intercept
 
 
-def _header(estimator, fit: _GLMFit, coefficients, y, sample_weight, weights) -> dict:
-    family = fit.family
-    n_outputs = fit.eta.shape[1]
+def _header(estimator, figures: dict, coefficients, weights: str) -> dict:
+    """The header of :class:`GLMSummary` from the rows' ``figures`` (the
+    training rows' kept ones, or those of :meth:`_GLMFit.figures`)."""
+    family = estimator.family_
+    n_outputs = estimator.global_glm_.coef.shape[0]
     per_block = 1 if n_outputs == 1 else n_outputs - 1  # reference class
-    n_params = fit.rank * per_block
+    n_params = figures["rank"] * per_block
     n_intercepts = per_block if getattr(estimator, "fit_intercept", True) else 0
     frequency = weights == "frequency"
-    n_obs = float(fit.w.sum()) if frequency else fit.y.shape[0]
-    scale = float(coefficients.attrs["dispersion"])
-    llf = _log_likelihood(fit, scale, n_obs, frequency)
-    deviance, null_deviance = fit.deviance(fit.eta), fit.deviance(fit.null_eta)
+    n_obs = figures["total_weight"] if frequency else figures["n_rows"]
+    llf = figures["log_likelihood"]
+    deviance, null_deviance = figures["deviance"], figures["null_deviance"]
     reason = getattr(estimator, "global_only_reason_", None)
     return {
-        "dep_variable": _target_name(y),
+        "dep_variable": figures["dep_variable"],
         "model": type(estimator).__name__,
         "family": family.name,
         "link": family.link_name,
         "power": family.power if isinstance(family, TweedieFamily) else None,
         "theta": family.theta if isinstance(family, NegativeBinomialFamily) else None,
         "n_obs": n_obs,
-        "sum_weights": None if sample_weight is None else float(fit.w.sum()),
+        "sum_weights": figures["total_weight"] if figures["weighted"] else None,
         "n_params": n_params,
         "df_model": n_params - n_intercepts,
         "df_resid": n_obs - n_params,
@@ -315,12 +394,12 @@ def _header(estimator, fit: _GLMFit, coefficients, y, sample_weight, weights) ->
         "network": "dropped" if estimator.network_ is None else "kept",
         "global_only_reason": reason,
         "cov_type": coefficients.attrs["cov_type"],
-        "scale": scale,
+        "scale": float(coefficients.attrs["dispersion"]),
         "log_likelihood": llf,
         "deviance": deviance,
         "null_deviance": null_deviance,
         "d2": 1.0 - deviance / null_deviance if null_deviance > 0 else math.nan,
-        "pearson_chi2": fit.pearson_chi2(),
+        "pearson_chi2": figures["pearson_chi2"],
         "aic": -2.0 * llf + 2.0 * n_params,
         "bic": -2.0 * llf + n_params * math.log(n_obs),
     }
@@ -333,23 +412,19 @@ def _gaussian_like(family) -> bool:
     )
 
 
-def _log_likelihood(fit: _GLMFit, scale: float, n_obs: float, frequency: bool):
-    """The family's log-likelihood at ``scale``; the gaussian one at the
-    scale that maximises it, ``sum w (y - mu)**2 / n_obs`` (statsmodels)."""
-    mu = fit.mean(fit.eta)
-    if _gaussian_like(fit.family):
-        scale = float(fit.w @ (fit.y - mu) ** 2) / n_obs
-    if frequency:
-        return fit.family.loglike(fit.y, mu, freq_weights=fit.w, scale=scale)
-    return fit.family.loglike(fit.y, mu, var_weights=fit.w, scale=scale)
-
-
-def _target_name(y) -> str:
+def target_name(estimator, y) -> str:
+    """The header's ``dep_variable``: ``y``'s name (a Series'), else the left
+    side of the estimator's formula, else ``"y"``."""
     name = getattr(y, "name", None)
-    return "y" if name is None else str(name)
+    if name is not None:
+        return str(name)
+    formula = getattr(estimator, "formula", None)
+    left = formula.split("~", 1)[0].strip() if formula and "~" in formula else ""
+    return left or "y"
 
 
-def _notes(estimator, header, coefficients, fit, sample_weight, weights) -> list:
+def _notes(estimator, header, coefficients, weights) -> list:
+    family = estimator.family_
     notes = []
     if header["network"] == "kept":
         notes.append(
@@ -374,15 +449,15 @@ def _notes(estimator, header, coefficients, fit, sample_weight, weights) -> list
         )
     if math.isnan(header["log_likelihood"]):
         notes.append(
-            f"The {fit.family!r} log-likelihood is not available (no closed form "
+            f"The {family!r} log-likelihood is not available (no closed form "
             "or a series that did not converge): Log-Likelihood, AIC and BIC are NaN."
         )
-    if _gaussian_like(fit.family):
+    if _gaussian_like(family):
         notes.append(
             "The log-likelihood is the gaussian one at the scale sum(w (y - mu)^2) "
             "/ n (its maximum, as statsmodels); Scale is Pearson chi2 / Df Residuals."
         )
-    if sample_weight is not None:
+    if header["sum_weights"] is not None:
         kind = "var_weights" if weights == "variance" else "freq_weights"
         notes.append(
             f"sample_weight is read as statsmodels' {kind} (weights={weights!r})."

@@ -8,10 +8,12 @@ state holds it (``from_state``); anything a fit could not have made raises
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from sklearn.base import is_classifier
 
-from ..glm import FormulaDesign, GLMTerms, GlobalGLM, SplineDesign
+from ..glm import FormulaDesign, GLMStatistics, GLMTerms, GlobalGLM, SplineDesign
 from ..network import LocationEffect
 from ._container import (
     JSON_NAME,
@@ -26,7 +28,7 @@ from ._container import (
     _number,
     _str_list,
 )
-from ._io_checks import LOCATION_ARRAYS
+from ._io_checks import LOCATION_ARRAYS, STATISTICS_ARRAYS
 
 
 def read_features(fitted: dict, preprocessor) -> dict:
@@ -272,6 +274,39 @@ def _interval_cov(value, n_coef: int) -> np.ndarray:
             "(one row and column per coefficient of local_coef)."
         )
     return array
+
+
+# ------------------------------------------------------- the kept figures
+def read_glm_statistics(fitted: dict, tensors) -> dict:
+    """``glm_statistics_``, the global GLM's figures on the training rows
+    (their arrays' shapes checked already); None in a file written before
+    they were kept, whose ``summary()`` then asks for the training data."""
+    spec = fitted.get("glm_statistics")
+    if spec is None:
+        return {"glm_statistics_": None}
+    names = [f.name for f in dataclasses.fields(GLMStatistics)]
+    scalars = [name for name in names if name not in STATISTICS_ARRAYS]
+    if not isinstance(spec, dict) or sorted(spec) != sorted(scalars):
+        raise ModelFileError(
+            f"fitted.glm_statistics must be a JSON object of {', '.join(scalars)}."
+        )
+    values = {
+        name: _array_copy(tensors[f"glm_statistics.{name}"], dtype=np.float64)
+        for name in STATISTICS_ARRAYS
+    }
+    for name in scalars:
+        what = f"glm_statistics.{name}"
+        if name in ("rank", "n_rows"):
+            values[name] = _int(spec[name], what, low=0)
+        elif name == "weighted":
+            values[name] = _bool(spec[name], what)
+        elif name == "target_name":
+            if not isinstance(spec[name], str):
+                raise ModelFileError(f"{what} must be a string; got {spec[name]!r}.")
+            values[name] = spec[name]
+        else:  # (a log-likelihood may be NaN)
+            values[name] = float(_number(spec[name], what))
+    return {"glm_statistics_": GLMStatistics(**values)}
 
 
 # ------------------------------------------------------- the location effect

@@ -87,6 +87,7 @@ from ._fitted_state import (
     read_classes,
     read_features,
     read_fit_record,
+    read_glm_statistics,
     read_glm_terms,
     read_global_glm,
     read_intervals,
@@ -335,6 +336,7 @@ def _state(cls, config: dict, tensors: dict[str, Tensor], preprocessor) -> dict:
     glm = attributes["global_glm_"] = read_global_glm(fitted, tensors)
     attributes.update(read_fit_record(fitted))
     attributes.update(read_intervals(fitted, glm.coef.shape[0], model.fit_intercept))
+    attributes.update(read_glm_statistics(fitted, tensors))
     train_index, network = _training_rows(model, fitted, tensors, device)
     n_terms = len(attributes["feature_names_out_"])
     attributes.update(read_location(fitted, tensors, n_terms))

@@ -26,6 +26,10 @@ MAX_LAYERS = 256
 #: The location effect's arrays, stored as ``location.<name>`` tensors.
 LOCATION_ARRAYS = ("points", "counts", "score", "info")
 
+#: The arrays of the global GLM's kept figures (``GLMStatistics``), stored as
+#: ``glm_statistics.<name>`` tensors of shape ``(n_coef, n_coef)``.
+STATISTICS_ARRAYS = ("fisher", "sandwich", "sandwich_frequency")
+
 
 @functools.cache
 def trainer_keys() -> frozenset[str]:
@@ -87,10 +91,21 @@ def expected_shapes(
                 raise ModelFileError(f"{key} must be stored in the tensor {key!r}.")
             expected[key] = (None,)
     expected.update(_location_shapes(fitted.get("location_effect"), tensors))
+    if "glm_statistics" in fitted:  # files written before it lack it
+        n_coef = n_table_coef(fitted, n_outputs, model.fit_intercept)
+        for name in STATISTICS_ARRAYS:
+            expected[f"glm_statistics.{name}"] = (n_coef, n_coef)
     network = fitted.get("network")
     if network is not None:
         expected.update(_network_shapes(fitted, network, tensors, model, n_outputs))
     return expected
+
+
+def n_table_coef(fitted: dict, n_outputs: int, fit_intercept: bool) -> int:
+    """The rows of the coefficient table: intercept and terms per output,
+    the multinomial's outputs but the reference class."""
+    per_output = len(fitted["feature_names_out_"]) + int(fit_intercept)
+    return per_output * (1 if n_outputs == 1 else n_outputs - 1)
 
 
 def _location_shapes(location, tensors: dict[str, torch.Tensor]) -> dict:

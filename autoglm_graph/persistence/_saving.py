@@ -35,7 +35,7 @@ from ._container import (
     _plain,
     write_members,
 )
-from ._io_checks import LOCATION_ARRAYS
+from ._io_checks import LOCATION_ARRAYS, STATISTICS_ARRAYS
 
 if TYPE_CHECKING:
     from ..network import FittedNetwork
@@ -197,6 +197,9 @@ def _model_config(state: dict) -> tuple[dict, dict[str, torch.Tensor]]:
     fitted["global_glm"] = {"n_iter": int(glm.n_iter), "converged": bool(glm.converged)}
     fitted["glm_terms"] = _terms_config(state["glm_terms"], attributes)
     fitted.update(_optional_attributes(attributes))
+    statistics = attributes.get("glm_statistics_")
+    if statistics is not None:  # (an interval member, or an old fit, has none)
+        fitted["glm_statistics"] = _statistics_config(statistics, put)
     if "classes_" in attributes:
         fitted["classes_"] = _labels_to_json(attributes["classes_"], "classes_")
     if state["train_index"] is not None:
@@ -284,6 +287,20 @@ def _optional_attributes(attributes: dict) -> dict:
     if attributes.get("interval_cov_") is not None:  # a global GLM's
         out["interval_cov_"] = np.asarray(attributes["interval_cov_"], float).tolist()
     return out
+
+
+def _statistics_config(statistics, put) -> dict:
+    """The global GLM's figures on the training rows (``glm_statistics_``):
+    its p x p arrays as the tensors ``glm_statistics.<name>``, its scalars as
+    JSON (a log-likelihood may be NaN)."""
+    config = {}
+    for field in dataclasses.fields(statistics):
+        value = getattr(statistics, field.name)
+        if field.name in STATISTICS_ARRAYS:
+            put(f"glm_statistics.{field.name}", np.asarray(value, dtype=np.float64))
+        else:
+            config[field.name] = _plain(value)
+    return config
 
 
 def _network_state(network: FittedNetwork, put) -> dict:
