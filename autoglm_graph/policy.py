@@ -284,7 +284,7 @@ class FitPolicy(_Settings):
         than the screening to apply). 0.5 kept two better networks on the
         suite and two worse ones on two small datasets outside it
         (``docs/decisions/keep_rule.md``).
-    keep_check_folds : int, default=5
+    keep_check_folds : int, default=0
         Folds of the check of a kept network on small data: where a fit has
         at most ``keep_check_max_rows`` rows and its network beat the GLM by
         less than ``keep_check_standard_errors``, a network with the same
@@ -293,9 +293,9 @@ class FitPolicy(_Settings):
         fold, and the network is kept only where the pooled held-out gain over
         all rows beats the GLM by more than ``keep_standard_errors``: the
         validation split that chose the epoch is too few rows to judge it.
-        0: no check. It dropped the worse networks of ``diabetes`` (-13.4 %)
-        and ``affairs`` (-4.8 %) and no suite fit changed
-        (``docs/decisions/keep_check.md``).
+        0, the default: no check. On the real corpus it dropped 10 of 147
+        kept networks, 7 of them better than the GLM on the test rows, at 9 %
+        of the fit seconds (``docs/decisions/keep_check.md``).
     keep_check_max_rows : int, default=5_000
         The most rows of a fit whose kept network ``keep_check_folds`` checks.
     keep_check_standard_errors : float, default=3.0
@@ -475,7 +475,7 @@ class FitPolicy(_Settings):
     distinct_rows: bool = True
     network_baseline: str = "all_rows"
     keep_standard_errors: float = 1.0
-    keep_check_folds: int = 5
+    keep_check_folds: int = 0
     keep_check_max_rows: int = 5_000
     keep_check_standard_errors: float = 3.0
     refit_all_rows: bool = False

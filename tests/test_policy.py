@@ -89,7 +89,7 @@ ADDED = {
     "warmup_epochs": 0,
     "network_baseline": "all_rows",
     "keep_standard_errors": 1.0,
-    "keep_check_folds": 5,
+    "keep_check_folds": 0,
     "keep_check_max_rows": 5_000,
     "keep_check_standard_errors": 3.0,
     "refit_all_rows": False,
