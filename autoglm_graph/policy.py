@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass, fields
+from typing import ClassVar
 
 __all__ = ["FitPolicy", "IndexSettings", "TileSettings"]
 
@@ -62,6 +63,11 @@ class _Settings:
     differ from the defaults (as scikit-learn's reprs), and plain dicts (JSON
     types) both ways."""
 
+    #: Fields that earlier versions had, each with the value it held by
+    #: default: a saved policy (a model file's) that holds one still loads
+    #: where the value is that default, and is refused otherwise.
+    _REMOVED: ClassVar[dict[str, object]] = {}
+
     def __repr__(self) -> str:
         changed = [
             f"{f.name}={getattr(self, f.name)!r}"
@@ -79,11 +85,13 @@ class _Settings:
     def from_dict(cls, values: dict):
         """The inverse of :meth:`to_dict`; missing fields take their defaults.
 
-        Raises ``ValueError`` for an unknown field or a bad value (the
-        fields' own checks): a loaded model file is not trusted.
+        Raises ``ValueError`` for an unknown field, a bad value (the fields'
+        own checks) or a removed field that does not hold its former default:
+        a loaded model file is not trusted.
         """
         if not isinstance(values, dict):
             raise ValueError(f"{cls.__name__} needs a dict of fields; got {values!r}.")
+        values = cls._without_removed(values)
         defaults = {f.name: f.default for f in fields(cls)}
         unknown = sorted(set(values) - set(defaults))
         if unknown:
@@ -98,6 +106,19 @@ class _Settings:
                 value = tuple(value)
             out[name] = value
         return cls(**out)
+
+    @classmethod
+    def _without_removed(cls, values: dict) -> dict:
+        """``values`` less the removed fields that hold their former default."""
+        for name, default in cls._REMOVED.items():
+            if name in values and values[name] != default:
+                raise ValueError(
+                    f"The {cls.__name__} field {name!r} was removed in this version "
+                    f"of autoglm_graph (issue #59); got {name}={values[name]!r}, "
+                    f"which only an earlier version can fit or load (the former "
+                    f"default, {default!r}, loads here)."
+                )
+        return {k: v for k, v in values.items() if k not in cls._REMOVED}
 
 
 def _plain(value: object) -> object:
@@ -417,14 +438,6 @@ class FitPolicy(_Settings):
         minimises the members' mean loss and the model is their mean
         deviation, one GLM per row. 1: a single head; 4 or 8 members gained
         nothing beyond their noise (``docs/decisions/head_members.md``).
-    edge_difference_channels : int, default=0
-        Width of TabR's difference message in each attention layer
-        (:class:`~autoglm_graph.network.edge_difference.EdgeDifferenceMessage`):
-        a learned non-linear function of the difference of a row's and its
-        neighbour's states in the last layer, averaged with its attention
-        weights and added to its output. 0: GAT's messages alone (16 helped
-        ``tuna``, ``hi``, ``cps1988`` but failed ``synthetic_gamma``,
-        ``docs/decisions/edge_difference.md``).
     plateau_lr_factor : float, default=1.0
         The learning rate is multiplied by this once more than
         ``plateau_lr_epochs`` epochs in a row have not lowered the validation
@@ -504,7 +517,6 @@ class FitPolicy(_Settings):
     embedding_keep_values: bool = False
     embedding_bins: int = 16
     head_members: int = 1
-    edge_difference_channels: int = 0
     plateau_lr_factor: float = 1.0
     plateau_lr_epochs: int = 3
     warmup_epochs: int = 0
@@ -514,6 +526,11 @@ class FitPolicy(_Settings):
     index: IndexSettings = IndexSettings()
     tiles: TileSettings = TileSettings()
 
+    #: Fields of earlier versions and their former defaults (issue #59; their
+    #: records stay in ``docs/decisions/``).
+    _REMOVED: ClassVar[dict[str, object]] = {
+        "edge_difference_channels": 0,  # docs/decisions/edge_difference.md
+    }
     #: The fields that are counts of at least one (rows, epochs, parts).
     _POSITIVE = (
         "cached_state_min_rows",
@@ -541,7 +558,6 @@ class FitPolicy(_Settings):
         "keep_check_max_rows",
         "plateau_lr_epochs",
         "warmup_epochs",
-        "edge_difference_channels",
     )
 
     def __post_init__(self) -> None:

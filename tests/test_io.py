@@ -814,6 +814,43 @@ def test_fit_policy_round_trip(tmp_path):
     assert load(tmp_path / "m").get_params()["fit_policy"] == policy
 
 
+#: FitPolicy fields removed since (issue #59), with their former default and a
+#: value they were fitted with: files saved before hold them.
+REMOVED_POLICY_FIELDS = {
+    "edge_difference_channels": (0, 16),
+}
+
+
+@pytest.mark.parametrize("field", sorted(REMOVED_POLICY_FIELDS))
+def test_file_with_a_removed_policy_field(saved, poisson_model, field):
+    """A file whose policy holds a removed field loads where it holds its former
+    default (and predicts as saved), and is refused naming it otherwise."""
+    from autoglm_graph import FitPolicy
+
+    model, X, offset = poisson_model
+    default, other = REMOVED_POLICY_FIELDS[field]
+
+    def policy_with(value):
+        def edit(config):
+            fields = {**FitPolicy().to_dict(), field: value}
+            config["params"]["fit_policy"] = {
+                "__dataclass__": "FitPolicy",
+                "fields": fields,
+            }
+
+        return edit
+
+    _edit_json(saved, policy_with(default))
+    loaded = load(saved)
+    assert loaded.fit_policy == FitPolicy()
+    np.testing.assert_array_equal(
+        loaded.predict(X, offset=offset), model.predict(X, offset=offset)
+    )
+    _edit_json(saved, policy_with(other))
+    with pytest.raises(ModelFileError, match=f"'{field}' was removed in this version"):
+        load(saved)
+
+
 def test_estimators_are_registered_for_loading():
     from autoglm_graph.persistence._saving import ESTIMATORS
 

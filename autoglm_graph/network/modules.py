@@ -21,7 +21,6 @@ from ..neighbors import NeighborGraph
 from ..policy import FitPolicy
 from ..utils import MESSAGE_PASSING
 from ._random import BUILD_LOCK, dropout, replay_context
-from .edge_difference import EdgeDifferenceMessage
 from .embeddings import PeriodicEmbedding, PiecewiseLinearEncoding
 from .fused import FixedDegreeAdjacency, fixed_degree_gat, source_projection
 
@@ -323,14 +322,6 @@ class GraphGLMNet(nn.Module):
                 )
             )
             self.norms.append(nn.LayerNorm(hidden_channels))
-        #: The last layer's difference message, beside its outcome messages
-        #: (``FitPolicy.edge_difference_channels``; None: GAT's messages
-        #: alone, and the weights of earlier files).
-        self.edge_message = None
-        if self.policy.edge_difference_channels:
-            self.edge_message = EdgeDifferenceMessage(
-                hidden_channels, heads, self.policy.edge_difference_channels
-            )
         self._build_head()
         self.reset_parameters()
 
@@ -424,58 +415,35 @@ class GraphGLMNet(nn.Module):
         h_dst: Tensor,
         adjacency,
         return_attention: bool = False,
-        projected: tuple[Tensor, ...] | None = None,
+        projected: tuple[Tensor, Tensor] | None = None,
     ):
         conv = self.convs[layer]
-        edge = self.edge_message if layer == self.num_layers - 1 else None
-        weights = return_attention or edge is not None
         attention = None
         if isinstance(adjacency, FixedDegreeAdjacency):
             out = fixed_degree_gat(
                 conv,
                 (x_src, h_dst),
                 adjacency,
-                weights,
+                return_attention,
                 self.generator,
-                projected=None if projected is None else projected[:2],
+                projected=projected,
             )
-            if weights:
+            if return_attention:
                 out, alpha = out  # [n, k, heads]
-                if return_attention:
-                    attention = (edge_list(adjacency), alpha[adjacency.mask])
-                if edge is not None:
-                    sources = edge.sources(x_src) if projected is None else projected[2]
-                    out = out + edge.fixed_degree(
-                        h_dst, sources, adjacency.indices, alpha.transpose(1, 2)
-                    )
+                attention = (edge_list(adjacency), alpha[adjacency.mask])
         else:
             out = conv(
                 (x_src, h_dst),
                 adjacency.edge_index,
                 edge_attr=adjacency.edge_attr,
-                return_attention_weights=True if weights else None,
+                return_attention_weights=True if return_attention else None,
             )
-            if weights:
-                out, (edge_index, alpha) = out
-                if return_attention:
-                    attention = (edge_index, alpha)
-                if edge is not None:
-                    out = out + edge.edge_list(
-                        h_dst, edge.sources(x_src), edge_index, alpha
-                    )
+            if return_attention:
+                out, attention = out
         out = dropout(
             nn.functional.gelu(out), self.dropout, self.training, self.generator
         )
         return self.norms[layer](h_dst + out), attention
-
-    def source_projection(self, layer: int, x_src: Tensor) -> tuple[Tensor, ...]:
-        """What layer ``layer`` reads of its sources on the fused path: the
-        attention's :func:`~autoglm_graph.network.fused.source_projection`,
-        then the difference message's ``V h_j`` where the layer has one."""
-        projected = source_projection(self.convs[layer], x_src)
-        if self.edge_message is None or layer != self.num_layers - 1:
-            return projected
-        return (*projected, self.edge_message.sources(x_src))
 
     def _source_input(self, layer: int, h: Tensor, targets: Tensor | None) -> Tensor:
         if layer == self.num_layers - 1 and self.target_channels:
@@ -573,7 +541,9 @@ class GraphGLMNet(nn.Module):
         for layer in range(self.num_layers - 1):
             layers.append(h[inverse])
             # Projection is linear: project the distinct rows, then copy.
-            projected = tuple(p[inverse] for p in self.source_projection(layer, h))
+            projected = tuple(
+                p[inverse] for p in source_projection(self.convs[layer], h)
+            )
             h, _ = self._layer(layer, None, h, distinct.adjacency, projected=projected)
         return h[inverse], layers
 
@@ -638,7 +608,7 @@ class GraphGLMNet(nn.Module):
                     held.sum(dim=0) - held[positions].sum(dim=0) + h.sum(dim=0)
                 ) / n
             x_src = self._source_input(layer, h, targets)
-            own = self.source_projection(layer, x_src)
+            own = source_projection(self.convs[layer], x_src)
             sources = tuple(
                 full.index_put((positions,), part.to(full.dtype))
                 for full, part in zip(projected[layer], own, strict=True)

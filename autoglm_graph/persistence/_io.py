@@ -460,14 +460,9 @@ def _fit_policy_from_json(spec: dict):
     from ..policy import FitPolicy  # policy.py imports nothing of the package
 
     fields = spec.get("fields")
-    names = {f.name for f in dataclasses.fields(FitPolicy)}
     if spec.get("__dataclass__") != "FitPolicy" or not isinstance(fields, dict):
         raise ModelFileError(f"fit_policy must be a saved FitPolicy; got {spec!r}.")
-    if not set(fields) <= names:
-        raise ModelFileError(
-            f"Unknown field(s) of FitPolicy: {', '.join(sorted(set(fields) - names))}."
-        )
-    try:  # its fields' own checks (nested settings' too)
+    try:  # unknown and removed fields, its fields' own checks (nested settings' too)
         return FitPolicy.from_dict(fields)
     except (TypeError, ValueError) as error:
         raise ModelFileError(str(error)) from None
