@@ -431,13 +431,6 @@ class FitPolicy(_Settings):
         Quantile bins per numeric column of
         ``numeric_embedding="piecewise_linear"``
         (:class:`~autoglm_graph.network.embeddings.PiecewiseLinearEncoding`).
-    head_members : int, default=1
-        Members of the network's head (TabM's BatchEnsemble, Gorishniy et al.
-        2024): each reads the head's input through its own random-sign scale,
-        shares the head's first layer and has its own last layer; training
-        minimises the members' mean loss and the model is their mean
-        deviation, one GLM per row. 1: a single head; 4 or 8 members gained
-        nothing beyond their noise (``docs/decisions/head_members.md``).
     plateau_lr_factor : float, default=1.0
         The learning rate is multiplied by this once more than
         ``plateau_lr_epochs`` epochs in a row have not lowered the validation
@@ -516,7 +509,6 @@ class FitPolicy(_Settings):
     embedding_sigma: float = 0.1
     embedding_keep_values: bool = False
     embedding_bins: int = 16
-    head_members: int = 1
     plateau_lr_factor: float = 1.0
     plateau_lr_epochs: int = 3
     warmup_epochs: int = 0
@@ -530,6 +522,7 @@ class FitPolicy(_Settings):
     #: records stay in ``docs/decisions/``).
     _REMOVED: ClassVar[dict[str, object]] = {
         "edge_difference_channels": 0,  # docs/decisions/edge_difference.md
+        "head_members": 1,  # docs/decisions/head_members.md
     }
     #: The fields that are counts of at least one (rows, epochs, parts).
     _POSITIVE = (
@@ -543,7 +536,6 @@ class FitPolicy(_Settings):
         "embedding_frequencies",
         "embedding_channels",
         "embedding_bins",
-        "head_members",
         "predict_chunk",
     )
     #: The fields that are row or column counts that may be 0.

@@ -82,7 +82,6 @@ ADDED = {
     "embedding_sigma": 0.1,
     "embedding_keep_values": False,
     "embedding_bins": 16,
-    "head_members": 1,
     "plateau_lr_factor": 1.0,
     "plateau_lr_epochs": 3,
     "warmup_epochs": 0,
@@ -159,6 +158,7 @@ def test_bad_settings_raise_naming_the_field(values, message):
 #: were fitted with.
 REMOVED = {
     "edge_difference_channels": (0, 16),
+    "head_members": (1, 4),
 }
 
 

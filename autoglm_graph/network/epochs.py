@@ -154,13 +154,7 @@ class CachedStateEpochs:
         for positions, adjacency, rows in (parts[i] for i in order.tolist()):
             with state.amp():
                 delta, own_inputs, own_projected = net.forward_cached(
-                    rows.context,
-                    rows.targets,
-                    adjacency,
-                    positions,
-                    inputs,
-                    projected,
-                    members=True,
+                    rows.context, rows.targets, adjacency, positions, inputs, projected
                 )
             loss, deviance = state.loss(delta.float(), rows)
             if not state.backward_step(optimizer, loss):

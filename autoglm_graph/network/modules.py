@@ -30,7 +30,6 @@ __all__ = [
     "DistinctRows",
     "EdgeListAdjacency",
     "GraphGLMNet",
-    "MemberLinear",
     "NetConfig",
     "SourceStates",
     "edge_list",
@@ -39,26 +38,6 @@ __all__ = [
 CONVS = {"gat": GATConv, "gatv2": GATv2Conv}
 # Message-passing implementations (MESSAGE_PASSING, defined with the checks of
 # the parameters): the fixed-degree fast path exists for GAT.
-
-
-class MemberLinear(nn.Module):
-    """One linear layer per head member: ``[n, members, in]`` to
-    ``[n, members, out]`` (TabM's independent last layers)."""
-
-    def __init__(self, in_features: int, out_features: int, members: int) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.empty(members, out_features, in_features))
-        self.bias = nn.Parameter(torch.empty(members, out_features))
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        for weight, bias in zip(self.weight, self.bias, strict=True):
-            nn.init.kaiming_uniform_(weight, a=5**0.5)  # as nn.Linear
-            bound = 1 / weight.shape[1] ** 0.5
-            nn.init.uniform_(bias, -bound, bound)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return torch.einsum("nki,koi->nko", x, self.weight) + self.bias
 
 
 class EdgeListAdjacency:
@@ -322,22 +301,12 @@ class GraphGLMNet(nn.Module):
                 )
             )
             self.norms.append(nn.LayerNorm(hidden_channels))
-        self._build_head()
-        self.reset_parameters()
-
-    def _build_head(self) -> None:
-        """The head: ``cat([h, pooled])`` to the deviations. With members
-        (``FitPolicy.head_members``) each scales that input by its row of
-        ``head_scales`` and has its own last layer."""
-        hidden, self.members = self.hidden_channels, self.policy.head_members
-        last = (
-            nn.Linear(hidden, self.out_channels)
-            if self.members == 1
-            else MemberLinear(hidden, self.out_channels, self.members)
+        self.head = nn.Sequential(
+            nn.Linear(2 * hidden_channels, hidden_channels),
+            nn.GELU(),
+            nn.Linear(hidden_channels, out_channels),
         )
-        self.head = nn.Sequential(nn.Linear(2 * hidden, hidden), nn.GELU(), last)
-        if self.members > 1:
-            self.head_scales = nn.Parameter(torch.empty(self.members, 2 * hidden))
+        self.reset_parameters()
 
     def _numeric_embedding(
         self,
@@ -376,10 +345,6 @@ class GraphGLMNet(nn.Module):
                 module.reset_parameters()
         if isinstance(self.encoder[0], PiecewiseLinearEncoding):
             self.encoder[0].start_as_linear(self.encoder[1])
-        if self.members > 1:  # TabM's random signs: the members differ from the start
-            with torch.no_grad():
-                signs = torch.randint(0, 2, self.head_scales.shape)
-                self.head_scales.copy_(2.0 * signs - 1.0)
         # Delta = 0 at the start: the untrained network *is* the global GLM.
         nn.init.zeros_(self.head[-1].weight)
         nn.init.zeros_(self.head[-1].bias)
@@ -456,18 +421,13 @@ class GraphGLMNet(nn.Module):
         targets: Tensor | None,
         adjacency,
         z: Tensor | None = None,
-        members: bool = False,
     ) -> tuple[Tensor, SourceStates]:
         """Transductive pass over the training rows (sources = destinations).
 
         Returns the coefficient deviations of every row and the states that new
         rows need (:class:`SourceStates`). ``z`` may pass a precomputed encoding.
-        ``members``: each head member's deviations, ``[n, members, out]``
-        (training's loss), instead of their mean.
         """
-        return self._transductive(
-            context, targets, adjacency, z, head=True, members=members
-        )
+        return self._transductive(context, targets, adjacency, z, head=True)
 
     def source_states(
         self,
@@ -485,9 +445,7 @@ class GraphGLMNet(nn.Module):
         """
         return self._transductive(context, targets, adjacency, z, head=False)
 
-    def _transductive(
-        self, context, targets, adjacency, z, head: bool, members: bool = False
-    ):
+    def _transductive(self, context, targets, adjacency, z, head: bool):
         min_rows = self.policy.checkpoint_min_rows
         recompute = (
             torch.is_grad_enabled()
@@ -527,7 +485,7 @@ class GraphGLMNet(nn.Module):
         states = SourceStates(layers=layers, pooled=pooled, embedding=embedding)
         if not head:
             return states
-        return run(self._head, h, pooled, members), states
+        return run(self._head, h, pooled), states
 
     def _distinct_feature_layers(
         self, context: Tensor, distinct: DistinctRows
@@ -583,7 +541,6 @@ class GraphGLMNet(nn.Module):
         positions: Tensor,
         inputs: list[Tensor],
         projected: list[tuple[Tensor, ...]],
-        members: bool = False,
     ) -> tuple[Tensor, list[Tensor], list[tuple[Tensor, ...]]]:
         """Pass over one part of the training rows, the others read from caches.
 
@@ -616,26 +573,17 @@ class GraphGLMNet(nn.Module):
             own_inputs.append(x_src)
             own_projected.append(own)
             h, _ = self._layer(layer, None, h, adjacency, projected=sources)
-        return self._head(h, pooled, members), own_inputs, own_projected
+        return self._head(h, pooled), own_inputs, own_projected
 
-    def _head(self, h: Tensor, pooled: Tensor, members: bool = False) -> Tensor:
+    def _head(self, h: Tensor, pooled: Tensor) -> Tensor:
         # head(cat([h, pooled])) with the pool's half of the first layer
         # folded into its bias: every row shares the pool, so its product is
         # one vector, and the [n, 2 * hidden] concatenation is never formed.
         first = self.head[0]
         hidden = h.shape[1]
-        if self.members == 1:
-            bias = first.bias + nn.functional.linear(pooled, first.weight[:, hidden:])
-            out = nn.functional.linear(h, first.weight[:, :hidden], bias)
-            return self.head[2](self.head[1](out))
-        # Member k reads cat([h, pooled]) * scales[k]: the scales fold into
-        # k copies of the first layer's weight, one product for all members.
-        scales = self.head_scales
-        weight = first.weight[None, :, :hidden] * scales[:, None, :hidden]
-        bias = first.bias + (pooled * scales[:, hidden:]) @ first.weight[:, hidden:].T
-        out = (h @ weight.reshape(-1, hidden).T).view(h.shape[0], self.members, -1)
-        delta = self.head[2](self.head[1](out + bias))
-        return delta if members else delta.mean(dim=1)
+        bias = first.bias + nn.functional.linear(pooled, first.weight[:, hidden:])
+        out = nn.functional.linear(h, first.weight[:, :hidden], bias)
+        return self.head[2](self.head[1](out))
 
     def __repr__(self) -> str:
         return (

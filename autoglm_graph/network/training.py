@@ -450,9 +450,6 @@ class TrainingState:
     # ---------------------------------------------------------------- fitting
     def loss(self, delta: Tensor, rows: RowData) -> tuple[Tensor, Tensor]:
         """Half the weighted deviance plus the local penalty, and the deviance."""
-        if delta.dim() == 3:  # head members: their mean loss, their mean's deviance
-            loss = torch.stack([self.loss(d, rows)[0] for d in delta.unbind(1)]).mean()
-            return loss, self.loss(delta.detach().mean(dim=1), rows)[1]
         config = self.config
         delta = network_deviations(
             delta, config.n_outputs, config.coef_map, intercept=config.fit_intercept
@@ -470,10 +467,9 @@ class TrainingState:
         return autocast(self.precision, self._device_type)
 
     def forward(self, context: Tensor, targets, adjacency):
-        """The network's transductive pass at the training's precision (each
-        head member's deviations)."""
+        """The network's transductive pass at the training's precision."""
         with self.amp():
-            delta, states = self.net(context, targets, adjacency, members=True)
+            delta, states = self.net(context, targets, adjacency)
         return delta.float(), states
 
     def backward_step(self, optimizer, loss: Tensor) -> bool:
