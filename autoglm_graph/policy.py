@@ -323,13 +323,6 @@ class FitPolicy(_Settings):
         A kept network whose validation gain is below this many standard
         errors is checked (``keep_check_folds``); above, the validation split
         alone decides.
-    refit_all_rows : bool, default=False
-        Whether a kept network is trained again on all the fit's rows (the
-        validation rows too) for the kept epoch's count, in its own random
-        stream, and replaces the network trained on the training rows; the
-        keep decision stays the validation split's. Off: not better beyond
-        the noise, at 1.5-1.65x the seconds
-        (``docs/decisions/refit_all_rows.md``).
     fallback : {"gam", "glm"}, default="gam"
         What a fit whose network is dropped returns. "gam": the GLM with a
         penalised cubic B-spline basis on each of its numeric columns
@@ -484,7 +477,6 @@ class FitPolicy(_Settings):
     keep_check_folds: int = 5
     keep_check_max_rows: int = 5_000
     keep_check_standard_errors: float = 3.0
-    refit_all_rows: bool = False
     fallback: str = "gam"
     fallback_folds: int = 5
     fallback_standard_errors: float = 2.0
@@ -523,6 +515,7 @@ class FitPolicy(_Settings):
     _REMOVED: ClassVar[dict[str, object]] = {
         "edge_difference_channels": 0,  # docs/decisions/edge_difference.md
         "head_members": 1,  # docs/decisions/head_members.md
+        "refit_all_rows": False,  # docs/decisions/refit_all_rows.md
     }
     #: The fields that are counts of at least one (rows, epochs, parts).
     _POSITIVE = (

@@ -819,6 +819,7 @@ def test_fit_policy_round_trip(tmp_path):
 REMOVED_POLICY_FIELDS = {
     "edge_difference_channels": (0, 16),
     "head_members": (1, 4),
+    "refit_all_rows": (False, True),
 }
 
 
@@ -850,6 +851,23 @@ def test_file_with_a_removed_policy_field(saved, poisson_model, field):
     _edit_json(saved, policy_with(other))
     with pytest.raises(ModelFileError, match=f"'{field}' was removed in this version"):
         load(saved)
+
+
+def test_file_with_the_removed_refit_phase_loads(saved, poisson_model):
+    """A file written while ``fit_times_`` had a ``refit`` phase (removed with
+    ``FitPolicy.refit_all_rows``, issue #59) loads with its times as saved."""
+    model, X, offset = poisson_model
+
+    def add_refit(config):
+        config["fitted"]["fit_times_"]["refit"] = 1.25
+
+    _edit_json(saved, add_refit)
+    loaded = load(saved)
+    assert loaded.fit_times_["refit"] == 1.25
+    assert loaded.fit_times_["total"] == pytest.approx(model.fit_times_["total"])
+    np.testing.assert_array_equal(
+        loaded.predict(X, offset=offset), model.predict(X, offset=offset)
+    )
 
 
 def test_estimators_are_registered_for_loading():

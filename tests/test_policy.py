@@ -90,7 +90,6 @@ ADDED = {
     "keep_check_folds": 5,
     "keep_check_max_rows": 5_000,
     "keep_check_standard_errors": 3.0,
-    "refit_all_rows": False,
     "fallback": "gam",
     "fallback_folds": 5,
     "fallback_standard_errors": 2.0,
@@ -159,6 +158,7 @@ def test_bad_settings_raise_naming_the_field(values, message):
 REMOVED = {
     "edge_difference_channels": (0, 16),
     "head_members": (1, 4),
+    "refit_all_rows": (False, True),
 }
 
 

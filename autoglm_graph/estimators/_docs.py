@@ -371,8 +371,7 @@ COMMON_ATTRIBUTES_DOC = """
         ``graphs`` (the training loop's neighbour searches),
         ``steps`` (optimiser steps), ``validation``, ``prediction_index``,
         ``keep_check`` (the trainings of ``FitPolicy.keep_check_folds``),
-        ``refit`` (``FitPolicy.refit_all_rows``), ``balance``,
-        ``interval_members`` (the bootstrap members' fits),
+        ``balance``, ``interval_members`` (the bootstrap members' fits),
         ``interval_bias`` (the intervals' bias estimate, or a global GLM's
         covariance), ``other``, and their ``total``. On CUDA each phase ends
         with a synchronisation, so its kernels count in it.

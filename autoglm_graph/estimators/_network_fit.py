@@ -235,34 +235,6 @@ def cross_fitted_gain(
     return gain, gain_se, len(folds)
 
 
-def refit_on_all_rows(
-    estimator,
-    rows: FitRows,
-    terms: GLMTerms,
-    eta_shift: np.ndarray | None,
-    epochs: int,
-    seed: int,
-    neighbor_cache,
-    times,
-) -> FittedNetwork:
-    """``FitPolicy.refit_all_rows``: a network with the estimator's settings
-    trained on all the fit's rows for ``epochs`` epochs (the kept epoch's
-    count), its last epoch's averaged weights kept."""
-    everything = np.arange(rows.n_samples)
-    train, _, trainer, result = train_for_epochs(
-        estimator,
-        rows,
-        terms,
-        (everything, None),
-        eta_shift,
-        epochs,
-        seed,
-        neighbor_cache,
-        times,
-    )
-    return _fitted_network(estimator, trainer, result, train, everything, None, times)
-
-
 def train_for_epochs(
     estimator,
     rows: FitRows,
