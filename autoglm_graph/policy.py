@@ -424,19 +424,6 @@ class FitPolicy(_Settings):
         Quantile bins per numeric column of
         ``numeric_embedding="piecewise_linear"``
         (:class:`~autoglm_graph.network.embeddings.PiecewiseLinearEncoding`).
-    plateau_lr_factor : float, default=1.0
-        The learning rate is multiplied by this once more than
-        ``plateau_lr_epochs`` epochs in a row have not lowered the validation
-        deviance (torch's ``ReduceLROnPlateau``,
-        :class:`~autoglm_graph.network.schedule.PlateauLearningRate`); 1: a
-        constant rate (0.5 moved no suite dataset beyond its noise,
-        ``docs/decisions/plateau_learning_rate.md``).
-    plateau_lr_epochs : int, default=3
-        Epochs without improvement tolerated at one learning rate.
-    warmup_epochs : int, default=0
-        Epochs over which the learning rate rises linearly to
-        ``learning_rate`` (0: from the first epoch); no early-stopping rule
-        counts them (``docs/decisions/numeric_embedding.md``).
     predict_chunk : int, default=8192
         Rows per chunk at prediction and in the encoder's passes without
         gradients (validation, the training rows' states): bounds memory;
@@ -501,9 +488,6 @@ class FitPolicy(_Settings):
     embedding_sigma: float = 0.1
     embedding_keep_values: bool = False
     embedding_bins: int = 16
-    plateau_lr_factor: float = 1.0
-    plateau_lr_epochs: int = 3
-    warmup_epochs: int = 0
     predict_chunk: int = 8192
     predict_index_min_rows: int = 50_000
     predict_index_recall: float = 0.99
@@ -516,6 +500,9 @@ class FitPolicy(_Settings):
         "edge_difference_channels": 0,  # docs/decisions/edge_difference.md
         "head_members": 1,  # docs/decisions/head_members.md
         "refit_all_rows": False,  # docs/decisions/refit_all_rows.md
+        "plateau_lr_factor": 1.0,  # docs/decisions/plateau_learning_rate.md
+        "plateau_lr_epochs": 3,
+        "warmup_epochs": 0,  # docs/decisions/numeric_embedding.md
     }
     #: The fields that are counts of at least one (rows, epochs, parts).
     _POSITIVE = (
@@ -541,8 +528,6 @@ class FitPolicy(_Settings):
         "all_heads_max_src_rows",
         "predict_index_min_rows",
         "keep_check_max_rows",
-        "plateau_lr_epochs",
-        "warmup_epochs",
     )
 
     def __post_init__(self) -> None:
@@ -588,7 +573,6 @@ class FitPolicy(_Settings):
             _check_real(name, getattr(self, name), low=0.0, high=float("inf"))
         for name in ("refresh_distinct_max_share", "predict_index_recall"):
             _check_real(name, getattr(self, name), 0.0, 1.0)
-        _check_real("plateau_lr_factor", self.plateau_lr_factor, 1e-6, 1.0)
         if self.network_baseline not in ("all_rows", "training_rows"):
             raise ValueError(
                 "The FitPolicy field 'network_baseline' must be 'all_rows' or "

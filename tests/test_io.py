@@ -820,6 +820,9 @@ REMOVED_POLICY_FIELDS = {
     "edge_difference_channels": (0, 16),
     "head_members": (1, 4),
     "refit_all_rows": (False, True),
+    "plateau_lr_factor": (1.0, 0.5),
+    "plateau_lr_epochs": (3, 0),
+    "warmup_epochs": (0, 5),
 }
 
 

@@ -82,9 +82,6 @@ ADDED = {
     "embedding_sigma": 0.1,
     "embedding_keep_values": False,
     "embedding_bins": 16,
-    "plateau_lr_factor": 1.0,
-    "plateau_lr_epochs": 3,
-    "warmup_epochs": 0,
     "network_baseline": "all_rows",
     "keep_standard_errors": 1.0,
     "keep_check_folds": 5,
@@ -159,6 +156,9 @@ REMOVED = {
     "edge_difference_channels": (0, 16),
     "head_members": (1, 4),
     "refit_all_rows": (False, True),
+    "plateau_lr_factor": (1.0, 0.5),
+    "plateau_lr_epochs": (3, 0),
+    "warmup_epochs": (0, 5),
 }
 
 

@@ -498,13 +498,6 @@ class TrainingState:
         scaler.update()
         return True
 
-    def _warm_up(self, optimizer, epoch: int) -> None:
-        """The learning rate of ``epoch``: raised linearly over ``warmup_epochs``."""
-        warmup = self.config.policy.warmup_epochs
-        if warmup and epoch <= warmup:  # later, the rate is the schedule's
-            for group in optimizer.param_groups:
-                group["lr"] = self.config.learning_rate * min(1.0, epoch / warmup)
-
     def _train_step(
         self, optimizer, train: RowData, graph: NeighborGraph, before_step=None
     ) -> tuple:
@@ -611,7 +604,6 @@ class TrainingState:
         # validate on its states (the weights before this epoch's step).
         # (With weight averaging validation needs the averaged weights.)
         reuse = validate is not None and self.net.dropout == 0 and config.ema_decay <= 0
-        self._warm_up(optimizer, epoch)
         # (Reused, the validation counts among the steps.)
         with self.times.phase("steps"):
             loss, train_dev = self._train_step(
