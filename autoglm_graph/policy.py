@@ -409,17 +409,9 @@ class FitPolicy(_Settings):
     min_rows_for_network : int, default=10
         Below this many rows there is no graph worth learning: the model is
         the global GLM.
-    embedding_frequencies : int, default=16
-        Frequencies per numeric column of ``numeric_embedding="periodic"``
-        (:class:`~autoglm_graph.network.embeddings.PeriodicEmbedding`).
-    embedding_channels : int, default=8
-        Width of each numeric column's periodic embedding.
-    embedding_sigma : float, default=0.1
-        Standard deviation of the periodic embedding's initial frequencies,
-        in cycles per standard deviation of the column.
     embedding_keep_values : bool, default=False
-        Whether the periodic embedding and the piecewise-linear encoding keep
-        each numeric column's value beside its embedding.
+        Whether the piecewise-linear encoding keeps each numeric column's
+        value beside its bins.
     embedding_bins : int, default=16
         Quantile bins per numeric column of
         ``numeric_embedding="piecewise_linear"``
@@ -483,9 +475,6 @@ class FitPolicy(_Settings):
     checkpoint_min_rows: int | None = 250_000
     all_heads_max_src_rows: int = 60_000
     min_rows_for_network: int = 10
-    embedding_frequencies: int = 16
-    embedding_channels: int = 8
-    embedding_sigma: float = 0.1
     embedding_keep_values: bool = False
     embedding_bins: int = 16
     predict_chunk: int = 8192
@@ -503,6 +492,9 @@ class FitPolicy(_Settings):
         "plateau_lr_factor": 1.0,  # docs/decisions/plateau_learning_rate.md
         "plateau_lr_epochs": 3,
         "warmup_epochs": 0,  # docs/decisions/numeric_embedding.md
+        "embedding_frequencies": 16,  # numeric_embedding="periodic", the same record
+        "embedding_channels": 8,
+        "embedding_sigma": 0.1,
     }
     #: The fields that are counts of at least one (rows, epochs, parts).
     _POSITIVE = (
@@ -513,8 +505,6 @@ class FitPolicy(_Settings):
         "recovery_epochs",
         "refresh_gain_epochs",
         "min_rows_for_network",
-        "embedding_frequencies",
-        "embedding_channels",
         "embedding_bins",
         "predict_chunk",
     )
@@ -568,7 +558,6 @@ class FitPolicy(_Settings):
             "keep_check_standard_errors",
             "fallback_standard_errors",
             "progress_delay_s",
-            "embedding_sigma",
         ):
             _check_real(name, getattr(self, name), low=0.0, high=float("inf"))
         for name in ("refresh_distinct_max_share", "predict_index_recall"):

@@ -823,6 +823,9 @@ REMOVED_POLICY_FIELDS = {
     "plateau_lr_factor": (1.0, 0.5),
     "plateau_lr_epochs": (3, 0),
     "warmup_epochs": (0, 5),
+    "embedding_frequencies": (16, 8),
+    "embedding_channels": (8, 4),
+    "embedding_sigma": (0.1, 1.0),
 }
 
 
@@ -853,6 +856,22 @@ def test_file_with_a_removed_policy_field(saved, poisson_model, field):
     )
     _edit_json(saved, policy_with(other))
     with pytest.raises(ModelFileError, match=f"'{field}' was removed in this version"):
+        load(saved)
+
+
+@pytest.mark.parametrize("where", ["params", "network"])
+def test_file_fitted_with_periodic_embeddings_is_refused_naming_them(saved, where):
+    """``numeric_embedding="periodic"`` was removed (issue #59): a file that
+    asks for it, in the estimator's parameters or its network's, is refused."""
+
+    def periodic(config):
+        if where == "params":
+            config["params"]["numeric_embedding"] = "periodic"
+        else:
+            config["fitted"]["network"]["net"]["numeric_embedding"] = "periodic"
+
+    _edit_json(saved, periodic)
+    with pytest.raises(ModelFileError, match=r"'periodic'.*removed in this version"):
         load(saved)
 
 

@@ -77,9 +77,6 @@ def _plain(values: dict) -> dict:
 
 #: Fields added since the constants moved into the policy, with their defaults.
 ADDED = {
-    "embedding_frequencies": 16,
-    "embedding_channels": 8,
-    "embedding_sigma": 0.1,
     "embedding_keep_values": False,
     "embedding_bins": 16,
     "network_baseline": "all_rows",
@@ -159,6 +156,9 @@ REMOVED = {
     "plateau_lr_factor": (1.0, 0.5),
     "plateau_lr_epochs": (3, 0),
     "warmup_epochs": (0, 5),
+    "embedding_frequencies": (16, 8),
+    "embedding_channels": (8, 4),
+    "embedding_sigma": (0.1, 1.0),
 }
 
 

@@ -21,7 +21,7 @@ from ..neighbors import NeighborGraph
 from ..policy import FitPolicy
 from ..utils import MESSAGE_PASSING
 from ._random import BUILD_LOCK, dropout, replay_context
-from .embeddings import PeriodicEmbedding, PiecewiseLinearEncoding
+from .embeddings import PiecewiseLinearEncoding
 from .fused import FixedDegreeAdjacency, fixed_degree_gat, source_projection
 
 __all__ = [
@@ -200,14 +200,12 @@ class GraphGLMNet(nn.Module):
         (:mod:`autoglm_graph.network.fused`, GAT only) with the layer's own weights,
         ``"pyg"`` the torch_geometric layer itself; ``"auto"`` is the fast path
         where it exists.
-    numeric_embedding : {"linear", "periodic", "piecewise_linear"}
-        ``"periodic"``: the ``numeric_columns`` of the context get PLR
-        embeddings (:class:`~autoglm_graph.network.embeddings.PeriodicEmbedding`,
-        sized by the policy's ``embedding_*`` fields) before the encoder's
-        first layer; ``"piecewise_linear"``: they get piecewise-linear
-        encodings on the bins ``numeric_edges``
-        (:class:`~autoglm_graph.network.embeddings.PiecewiseLinearEncoding`);
-        ``"linear"``: every column enters that layer as it is.
+    numeric_embedding : {"linear", "piecewise_linear"}
+        ``"piecewise_linear"``: the ``numeric_columns`` of the context get
+        piecewise-linear encodings on the bins ``numeric_edges``
+        (:class:`~autoglm_graph.network.embeddings.PiecewiseLinearEncoding`)
+        before the encoder's first layer; ``"linear"``: every column enters
+        that layer as it is.
     numeric_columns : tuple of int
         The context's numeric columns (see
         :func:`~autoglm_graph.network.embeddings.numeric_columns`).
@@ -308,33 +306,22 @@ class GraphGLMNet(nn.Module):
         )
         self.reset_parameters()
 
-    def _numeric_embedding(
-        self,
-    ) -> PeriodicEmbedding | PiecewiseLinearEncoding | None:
+    def _numeric_embedding(self) -> PiecewiseLinearEncoding | None:
         """The embedding of the numeric columns, first in the encoder (None
         under ``numeric_embedding="linear"``: the encoder's first layer reads
         every column as it is, and its weights keep the names of files saved
         before the option)."""
         if self.numeric_embedding == "linear" or not self.numeric_columns:
             return None
-        if self.numeric_embedding == "piecewise_linear":
-            return PiecewiseLinearEncoding(
-                self.in_channels,
-                self.numeric_columns,
-                self.numeric_edges,
-                keep_values=self.policy.embedding_keep_values,
-            )
-        if self.numeric_embedding != "periodic":
+        if self.numeric_embedding != "piecewise_linear":
             raise ValueError(
-                "numeric_embedding must be 'linear', 'periodic' or "
-                f"'piecewise_linear'; got {self.numeric_embedding!r}."
+                "numeric_embedding must be 'linear' or 'piecewise_linear'; got "
+                f"{self.numeric_embedding!r}."
             )
-        return PeriodicEmbedding(
+        return PiecewiseLinearEncoding(
             self.in_channels,
             self.numeric_columns,
-            n_frequencies=self.policy.embedding_frequencies,
-            embedding_channels=self.policy.embedding_channels,
-            sigma=self.policy.embedding_sigma,
+            self.numeric_edges,
             keep_values=self.policy.embedding_keep_values,
         )
 
