@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass, fields
+from typing import ClassVar
 
 __all__ = ["FitPolicy", "IndexSettings", "TileSettings"]
 
@@ -62,6 +63,11 @@ class _Settings:
     differ from the defaults (as scikit-learn's reprs), and plain dicts (JSON
     types) both ways."""
 
+    #: Fields that earlier versions had, each with the value it held by
+    #: default: a saved policy (a model file's) that holds one still loads
+    #: where the value is that default, and is refused otherwise.
+    _REMOVED: ClassVar[dict[str, object]] = {}
+
     def __repr__(self) -> str:
         changed = [
             f"{f.name}={getattr(self, f.name)!r}"
@@ -79,11 +85,13 @@ class _Settings:
     def from_dict(cls, values: dict):
         """The inverse of :meth:`to_dict`; missing fields take their defaults.
 
-        Raises ``ValueError`` for an unknown field or a bad value (the
-        fields' own checks): a loaded model file is not trusted.
+        Raises ``ValueError`` for an unknown field, a bad value (the fields'
+        own checks) or a removed field that does not hold its former default:
+        a loaded model file is not trusted.
         """
         if not isinstance(values, dict):
             raise ValueError(f"{cls.__name__} needs a dict of fields; got {values!r}.")
+        values = cls._without_removed(values)
         defaults = {f.name: f.default for f in fields(cls)}
         unknown = sorted(set(values) - set(defaults))
         if unknown:
@@ -98,6 +106,19 @@ class _Settings:
                 value = tuple(value)
             out[name] = value
         return cls(**out)
+
+    @classmethod
+    def _without_removed(cls, values: dict) -> dict:
+        """``values`` less the removed fields that hold their former default."""
+        for name, default in cls._REMOVED.items():
+            if name in values and values[name] != default:
+                raise ValueError(
+                    f"The {cls.__name__} field {name!r} was removed in this version "
+                    f"of autoglm_graph (issue #59); got {name}={values[name]!r}, "
+                    f"which only an earlier version can fit or load (the former "
+                    f"default, {default!r}, loads here)."
+                )
+        return {k: v for k, v in values.items() if k not in cls._REMOVED}
 
 
 def _plain(value: object) -> object:
@@ -302,13 +323,6 @@ class FitPolicy(_Settings):
         A kept network whose validation gain is below this many standard
         errors is checked (``keep_check_folds``); above, the validation split
         alone decides.
-    refit_all_rows : bool, default=False
-        Whether a kept network is trained again on all the fit's rows (the
-        validation rows too) for the kept epoch's count, in its own random
-        stream, and replaces the network trained on the training rows; the
-        keep decision stays the validation split's. Off: not better beyond
-        the noise, at 1.5-1.65x the seconds
-        (``docs/decisions/refit_all_rows.md``).
     fallback : {"gam", "glm"}, default="gam"
         What a fit whose network is dropped returns. "gam": the GLM with a
         penalised cubic B-spline basis on each of its numeric columns
@@ -395,49 +409,13 @@ class FitPolicy(_Settings):
     min_rows_for_network : int, default=10
         Below this many rows there is no graph worth learning: the model is
         the global GLM.
-    embedding_frequencies : int, default=16
-        Frequencies per numeric column of ``numeric_embedding="periodic"``
-        (:class:`~autoglm_graph.network.embeddings.PeriodicEmbedding`).
-    embedding_channels : int, default=8
-        Width of each numeric column's periodic embedding.
-    embedding_sigma : float, default=0.1
-        Standard deviation of the periodic embedding's initial frequencies,
-        in cycles per standard deviation of the column.
     embedding_keep_values : bool, default=False
-        Whether the periodic embedding and the piecewise-linear encoding keep
-        each numeric column's value beside its embedding.
+        Whether the piecewise-linear encoding keeps each numeric column's
+        value beside its bins.
     embedding_bins : int, default=16
         Quantile bins per numeric column of
         ``numeric_embedding="piecewise_linear"``
         (:class:`~autoglm_graph.network.embeddings.PiecewiseLinearEncoding`).
-    head_members : int, default=1
-        Members of the network's head (TabM's BatchEnsemble, Gorishniy et al.
-        2024): each reads the head's input through its own random-sign scale,
-        shares the head's first layer and has its own last layer; training
-        minimises the members' mean loss and the model is their mean
-        deviation, one GLM per row. 1: a single head; 4 or 8 members gained
-        nothing beyond their noise (``docs/decisions/head_members.md``).
-    edge_difference_channels : int, default=0
-        Width of TabR's difference message in each attention layer
-        (:class:`~autoglm_graph.network.edge_difference.EdgeDifferenceMessage`):
-        a learned non-linear function of the difference of a row's and its
-        neighbour's states in the last layer, averaged with its attention
-        weights and added to its output. 0: GAT's messages alone (16 helped
-        ``tuna``, ``hi``, ``cps1988`` but failed ``synthetic_gamma``,
-        ``docs/decisions/edge_difference.md``).
-    plateau_lr_factor : float, default=1.0
-        The learning rate is multiplied by this once more than
-        ``plateau_lr_epochs`` epochs in a row have not lowered the validation
-        deviance (torch's ``ReduceLROnPlateau``,
-        :class:`~autoglm_graph.network.schedule.PlateauLearningRate`); 1: a
-        constant rate (0.5 moved no suite dataset beyond its noise,
-        ``docs/decisions/plateau_learning_rate.md``).
-    plateau_lr_epochs : int, default=3
-        Epochs without improvement tolerated at one learning rate.
-    warmup_epochs : int, default=0
-        Epochs over which the learning rate rises linearly to
-        ``learning_rate`` (0: from the first epoch); no early-stopping rule
-        counts them (``docs/decisions/numeric_embedding.md``).
     predict_chunk : int, default=8192
         Rows per chunk at prediction and in the encoder's passes without
         gradients (validation, the training rows' states): bounds memory;
@@ -478,7 +456,6 @@ class FitPolicy(_Settings):
     keep_check_folds: int = 0
     keep_check_max_rows: int = 5_000
     keep_check_standard_errors: float = 3.0
-    refit_all_rows: bool = False
     fallback: str = "gam"
     fallback_folds: int = 5
     fallback_standard_errors: float = 2.0
@@ -498,22 +475,27 @@ class FitPolicy(_Settings):
     checkpoint_min_rows: int | None = 250_000
     all_heads_max_src_rows: int = 60_000
     min_rows_for_network: int = 10
-    embedding_frequencies: int = 16
-    embedding_channels: int = 8
-    embedding_sigma: float = 0.1
     embedding_keep_values: bool = False
     embedding_bins: int = 16
-    head_members: int = 1
-    edge_difference_channels: int = 0
-    plateau_lr_factor: float = 1.0
-    plateau_lr_epochs: int = 3
-    warmup_epochs: int = 0
     predict_chunk: int = 8192
     predict_index_min_rows: int = 50_000
     predict_index_recall: float = 0.99
     index: IndexSettings = IndexSettings()
     tiles: TileSettings = TileSettings()
 
+    #: Fields of earlier versions and their former defaults (issue #59; their
+    #: records stay in ``docs/decisions/``).
+    _REMOVED: ClassVar[dict[str, object]] = {
+        "edge_difference_channels": 0,  # docs/decisions/edge_difference.md
+        "head_members": 1,  # docs/decisions/head_members.md
+        "refit_all_rows": False,  # docs/decisions/refit_all_rows.md
+        "plateau_lr_factor": 1.0,  # docs/decisions/plateau_learning_rate.md
+        "plateau_lr_epochs": 3,
+        "warmup_epochs": 0,  # docs/decisions/numeric_embedding.md
+        "embedding_frequencies": 16,  # numeric_embedding="periodic", the same record
+        "embedding_channels": 8,
+        "embedding_sigma": 0.1,
+    }
     #: The fields that are counts of at least one (rows, epochs, parts).
     _POSITIVE = (
         "cached_state_min_rows",
@@ -523,10 +505,7 @@ class FitPolicy(_Settings):
         "recovery_epochs",
         "refresh_gain_epochs",
         "min_rows_for_network",
-        "embedding_frequencies",
-        "embedding_channels",
         "embedding_bins",
-        "head_members",
         "predict_chunk",
     )
     #: The fields that are row or column counts that may be 0.
@@ -539,9 +518,6 @@ class FitPolicy(_Settings):
         "all_heads_max_src_rows",
         "predict_index_min_rows",
         "keep_check_max_rows",
-        "plateau_lr_epochs",
-        "warmup_epochs",
-        "edge_difference_channels",
     )
 
     def __post_init__(self) -> None:
@@ -582,12 +558,10 @@ class FitPolicy(_Settings):
             "keep_check_standard_errors",
             "fallback_standard_errors",
             "progress_delay_s",
-            "embedding_sigma",
         ):
             _check_real(name, getattr(self, name), low=0.0, high=float("inf"))
         for name in ("refresh_distinct_max_share", "predict_index_recall"):
             _check_real(name, getattr(self, name), 0.0, 1.0)
-        _check_real("plateau_lr_factor", self.plateau_lr_factor, 1e-6, 1.0)
         if self.network_baseline not in ("all_rows", "training_rows"):
             raise ValueError(
                 "The FitPolicy field 'network_baseline' must be 'all_rows' or "

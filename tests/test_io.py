@@ -814,6 +814,84 @@ def test_fit_policy_round_trip(tmp_path):
     assert load(tmp_path / "m").get_params()["fit_policy"] == policy
 
 
+#: FitPolicy fields removed since (issue #59), with their former default and a
+#: value they were fitted with: files saved before hold them.
+REMOVED_POLICY_FIELDS = {
+    "edge_difference_channels": (0, 16),
+    "head_members": (1, 4),
+    "refit_all_rows": (False, True),
+    "plateau_lr_factor": (1.0, 0.5),
+    "plateau_lr_epochs": (3, 0),
+    "warmup_epochs": (0, 5),
+    "embedding_frequencies": (16, 8),
+    "embedding_channels": (8, 4),
+    "embedding_sigma": (0.1, 1.0),
+}
+
+
+@pytest.mark.parametrize("field", sorted(REMOVED_POLICY_FIELDS))
+def test_file_with_a_removed_policy_field(saved, poisson_model, field):
+    """A file whose policy holds a removed field loads where it holds its former
+    default (and predicts as saved), and is refused naming it otherwise."""
+    from autoglm_graph import FitPolicy
+
+    model, X, offset = poisson_model
+    default, other = REMOVED_POLICY_FIELDS[field]
+
+    def policy_with(value):
+        def edit(config):
+            fields = {**FitPolicy().to_dict(), field: value}
+            config["params"]["fit_policy"] = {
+                "__dataclass__": "FitPolicy",
+                "fields": fields,
+            }
+
+        return edit
+
+    _edit_json(saved, policy_with(default))
+    loaded = load(saved)
+    assert loaded.fit_policy == FitPolicy()
+    np.testing.assert_array_equal(
+        loaded.predict(X, offset=offset), model.predict(X, offset=offset)
+    )
+    _edit_json(saved, policy_with(other))
+    with pytest.raises(ModelFileError, match=f"'{field}' was removed in this version"):
+        load(saved)
+
+
+@pytest.mark.parametrize("where", ["params", "network"])
+def test_file_fitted_with_periodic_embeddings_is_refused_naming_them(saved, where):
+    """``numeric_embedding="periodic"`` was removed (issue #59): a file that
+    asks for it, in the estimator's parameters or its network's, is refused."""
+
+    def periodic(config):
+        if where == "params":
+            config["params"]["numeric_embedding"] = "periodic"
+        else:
+            config["fitted"]["network"]["net"]["numeric_embedding"] = "periodic"
+
+    _edit_json(saved, periodic)
+    with pytest.raises(ModelFileError, match=r"'periodic'.*removed in this version"):
+        load(saved)
+
+
+def test_file_with_the_removed_refit_phase_loads(saved, poisson_model):
+    """A file written while ``fit_times_`` had a ``refit`` phase (removed with
+    ``FitPolicy.refit_all_rows``, issue #59) loads with its times as saved."""
+    model, X, offset = poisson_model
+
+    def add_refit(config):
+        config["fitted"]["fit_times_"]["refit"] = 1.25
+
+    _edit_json(saved, add_refit)
+    loaded = load(saved)
+    assert loaded.fit_times_["refit"] == 1.25
+    assert loaded.fit_times_["total"] == pytest.approx(model.fit_times_["total"])
+    np.testing.assert_array_equal(
+        loaded.predict(X, offset=offset), model.predict(X, offset=offset)
+    )
+
+
 def test_estimators_are_registered_for_loading():
     from autoglm_graph.persistence._saving import ESTIMATORS
 

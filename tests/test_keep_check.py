@@ -51,7 +51,6 @@ def test_a_fixed_count_trainer_reads_nothing_of_its_validation_rows(varying):
     model = GraphGLMRegressor(
         family="poisson",
         callbacks=[Quiet()],
-        fit_policy=FitPolicy(plateau_lr_factor=0.5),
         max_epochs=2,
     ).fit(X, y)
     rows = model._fitted.rows
@@ -60,7 +59,7 @@ def test_a_fixed_count_trainer_reads_nothing_of_its_validation_rows(varying):
         model, model._terms, rows.context.shape[1], rows, max_epochs=7, selection="last"
     )
     assert any(isinstance(cb, EarlyStopping) for cb in usual.callbacks)
-    assert len(usual.callbacks) == 3  # stopping, schedule, the user's
+    assert len(usual.callbacks) == 2  # stopping, the user's
     assert (usual.max_epochs, usual.selection) == (2, "best")
     assert fixed.callbacks == []
     assert (fixed.max_epochs, fixed.selection) == (7, "last")

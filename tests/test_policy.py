@@ -77,22 +77,13 @@ def _plain(values: dict) -> dict:
 
 #: Fields added since the constants moved into the policy, with their defaults.
 ADDED = {
-    "embedding_frequencies": 16,
-    "embedding_channels": 8,
-    "embedding_sigma": 0.1,
     "embedding_keep_values": False,
     "embedding_bins": 16,
-    "head_members": 1,
-    "edge_difference_channels": 0,
-    "plateau_lr_factor": 1.0,
-    "plateau_lr_epochs": 3,
-    "warmup_epochs": 0,
     "network_baseline": "all_rows",
     "keep_standard_errors": 1.0,
     "keep_check_folds": 0,
     "keep_check_max_rows": 5_000,
     "keep_check_standard_errors": 3.0,
-    "refit_all_rows": False,
     "fallback": "gam",
     "fallback_folds": 5,
     "fallback_standard_errors": 2.0,
@@ -154,6 +145,38 @@ def test_index_and_tile_settings_are_fields_of_the_policy():
 def test_bad_settings_raise_naming_the_field(values, message):
     with pytest.raises(ValueError, match=message):
         FitPolicy.from_dict(values)
+
+
+#: Fields removed since (issue #59): their former default, and a value they
+#: were fitted with.
+REMOVED = {
+    "edge_difference_channels": (0, 16),
+    "head_members": (1, 4),
+    "refit_all_rows": (False, True),
+    "plateau_lr_factor": (1.0, 0.5),
+    "plateau_lr_epochs": (3, 0),
+    "warmup_epochs": (0, 5),
+    "embedding_frequencies": (16, 8),
+    "embedding_channels": (8, 4),
+    "embedding_sigma": (0.1, 1.0),
+}
+
+
+def test_removed_fields_are_gone_and_read_at_their_former_default():
+    assert set(FitPolicy._REMOVED) == set(REMOVED)
+    assert not set(REMOVED) & {f.name for f in dataclasses.fields(FitPolicy)}
+    for name, (default, _) in REMOVED.items():
+        assert FitPolicy._REMOVED[name] == default
+        assert FitPolicy.from_dict({name: default}) == FitPolicy()
+        with pytest.raises(TypeError, match=name):
+            FitPolicy(**{name: default})
+
+
+@pytest.mark.parametrize("name", sorted(REMOVED))
+def test_a_removed_field_at_another_value_is_refused_naming_it(name):
+    value = REMOVED[name][1]
+    with pytest.raises(ValueError, match=f"field '{name}' was removed in this version"):
+        FitPolicy.from_dict({**FitPolicy().to_dict(), name: value})
 
 
 def test_estimators_store_clone_and_pickle_the_policy():

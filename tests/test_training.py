@@ -595,59 +595,6 @@ def test_a_fit_on_copies_shares_their_states_and_learns(monkeypatch):
     assert shared and not any(shared)
 
 
-class _LearningRates:
-    """Records the optimiser's learning rate at each epoch's end."""
-
-    def __init__(self) -> None:
-        self.rates: list[float] = []
-
-    def on_epoch_end(self, trainer, logs) -> bool:
-        self.rates.append(trainer.optimizer.param_groups[0]["lr"])
-        return False
-
-
-@pytest.mark.parametrize("warmup", [0, 4])
-def test_warmup_raises_the_learning_rate_linearly(poisson_rows, warmup):
-    X, y = poisson_rows
-    record = _LearningRates()
-    GraphGLMRegressor(
-        family="poisson",
-        learning_rate=0.01,
-        max_epochs=6,
-        early_stopping=False,
-        local_penalty=1e-6,
-        callbacks=[record],
-        fit_policy=FitPolicy(warmup_epochs=warmup),
-        random_state=0,
-        **SMALL,
-    ).fit(X, y)
-    expected = [0.01 * min(1.0, e / warmup) if warmup else 0.01 for e in range(1, 7)]
-    np.testing.assert_allclose(record.rates, expected, rtol=1e-12)
-
-
-def test_no_stopping_rule_counts_the_warmup_epochs():
-    trainer = _History(baseline=1.0)
-    policy = FitPolicy(screening_epochs=2, warmup_epochs=3)
-    stopper = EarlyStopping(n_iter_no_change=2, tol=0.0, policy=policy)
-    # Worse than the GLM through the warmup: not screened out; the count
-    # starts after it (epochs 4 and 5).
-    values = (1.1, 1.2, 1.2, 1.2, 1.2)
-    decisions = [
-        stopper.on_epoch_end(trainer, {"epoch": e, "val_deviance": v})
-        for e, v in enumerate(values, start=1)
-    ]
-    assert decisions == [False, False, False, False, True]
-    # Without the warmup the same values stop at epoch 2.
-    stopper = EarlyStopping(
-        n_iter_no_change=2, tol=0.0, policy=FitPolicy(screening_epochs=2)
-    )
-    decisions = [
-        stopper.on_epoch_end(trainer, {"epoch": e, "val_deviance": v})
-        for e, v in enumerate(values, start=1)
-    ]
-    assert decisions[:2] == [False, True]
-
-
 @pytest.mark.parametrize("standard_errors", [0.0, 0.5, 1.0, 2.0])
 def test_the_network_is_kept_beyond_keep_standard_errors(standard_errors):
     from autoglm_graph.network.stopping import EpochSelector

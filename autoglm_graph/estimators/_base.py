@@ -46,7 +46,6 @@ from ._network_fit import (
     make_trainer,
     needs_keep_check,
     policy_of,
-    refit_on_all_rows,
     split_rows,
 )
 from ._rows import FitRows, row_labels
@@ -348,21 +347,8 @@ class BaseGraphGLM(BaseEstimator):
                     "held out"
                 )
         self.best_epoch_ = trained.best_epoch
-        network = trained.network
-        if policy_of(self).refit_all_rows:
-            with times.phase("refit"):
-                network = refit_on_all_rows(
-                    self,
-                    rows,
-                    self._terms,
-                    eta_shift,
-                    trained.best_epoch,
-                    seed,
-                    neighbor_cache,
-                    PhaseTimes(self.device_),
-                )
-        self._fitted = network
-        self.network_ = network.net
+        self._fitted = trained.network
+        self.network_ = trained.network.net
         return None
 
     def _network_dropped(self) -> bool:

@@ -108,7 +108,7 @@ def _check_network_params(est) -> None:
     check_option(
         "numeric_embedding",
         getattr(est, "numeric_embedding", "linear"),
-        ("linear", "periodic", "piecewise_linear"),
+        ("linear", "piecewise_linear"),
     )
     check_number("dropout", est.dropout, low=0, high=1)
     check_option("use_neighbor_targets", est.use_neighbor_targets, (True, False))

@@ -154,21 +154,18 @@ COMMON_PARAMS_DOC = """
         torch_geometric layer to float rounding and several times faster on a
         CPU; ``"pyg"``: torch_geometric's layer (the reference). ``"auto"``:
         the fast path where it exists.
-    numeric_embedding : {"piecewise_linear", "linear", "periodic"}, \
-            default="piecewise_linear"
+    numeric_embedding : {"piecewise_linear", "linear"}, default="piecewise_linear"
         How the network's encoder reads the numeric columns (the context's
         columns other than 0/1 indicators). ``"linear"``: as they are, through
         its first linear layer. ``"piecewise_linear"``: each becomes one value
         per quantile bin of the training rows (PLE, Gorishniy et al. 2022;
         ``FitPolicy.embedding_bins``), the encoder starting from the linear
         encoder's function, so that the coefficients can bend where a column's
-        effect does. ``"periodic"``: each first gets a PLR embedding
-        (trainable periodic features, the same paper; sized by
-        ``FitPolicy.embedding_*``). The GLM's terms are the user's columns
-        either way. ``"piecewise_linear"`` is the default: over the benchmark
-        suite's 17 datasets its mean test deviance is 1.4 % lower than the
-        linear encoder's, and no dataset's worse by more than 0.5 % or one
-        standard error (``docs/decisions/numeric_embedding.md``).
+        effect does. The GLM's terms are the user's columns either way.
+        ``"piecewise_linear"`` is the default: over the benchmark suite's 17
+        datasets its mean test deviance is 1.4 % lower than the linear
+        encoder's, and no dataset's worse by more than 0.5 % or one standard
+        error (``docs/decisions/numeric_embedding.md``).
     dropout : float, default=0.1
         Dropout on hidden states and attention weights. With ``dropout=0`` the
         training forward pass doubles as the validation pass (faster), but the
@@ -371,8 +368,7 @@ COMMON_ATTRIBUTES_DOC = """
         ``graphs`` (the training loop's neighbour searches),
         ``steps`` (optimiser steps), ``validation``, ``prediction_index``,
         ``keep_check`` (the trainings of ``FitPolicy.keep_check_folds``),
-        ``refit`` (``FitPolicy.refit_all_rows``), ``balance``,
-        ``interval_members`` (the bootstrap members' fits),
+        ``balance``, ``interval_members`` (the bootstrap members' fits),
         ``interval_bias`` (the intervals' bias estimate, or a global GLM's
         covariance), ``other``, and their ``total``. On CUDA each phase ends
         with a synchronisation, so its kernels count in it.

@@ -235,34 +235,6 @@ def cross_fitted_gain(
     return gain, gain_se, len(folds)
 
 
-def refit_on_all_rows(
-    estimator,
-    rows: FitRows,
-    terms: GLMTerms,
-    eta_shift: np.ndarray | None,
-    epochs: int,
-    seed: int,
-    neighbor_cache,
-    times,
-) -> FittedNetwork:
-    """``FitPolicy.refit_all_rows``: a network with the estimator's settings
-    trained on all the fit's rows for ``epochs`` epochs (the kept epoch's
-    count), its last epoch's averaged weights kept."""
-    everything = np.arange(rows.n_samples)
-    train, _, trainer, result = train_for_epochs(
-        estimator,
-        rows,
-        terms,
-        (everything, None),
-        eta_shift,
-        epochs,
-        seed,
-        neighbor_cache,
-        times,
-    )
-    return _fitted_network(estimator, trainer, result, train, everything, None, times)
-
-
 def train_for_epochs(
     estimator,
     rows: FitRows,
@@ -349,16 +321,10 @@ def make_trainer(
     parameters, for ``n_features`` context columns and the training rows.
 
     ``max_epochs`` and ``selection="last"``: a fixed number of epochs, the
-    last one kept, without early stopping, the learning-rate schedule or the
-    user's callbacks (the cross-fitted keep check's networks); None: the
-    estimator's, early-stopped where it says so."""
-    from ..network import (
-        EarlyStopping,
-        GraphConfig,
-        NetConfig,
-        PlateauLearningRate,
-        Trainer,
-    )
+    last one kept, without early stopping or the user's callbacks (the
+    cross-fitted keep check's networks); None: the estimator's, early-stopped
+    where it says so."""
+    from ..network import EarlyStopping, GraphConfig, NetConfig, Trainer
 
     est = estimator
     policy = policy_of(est)
@@ -376,15 +342,11 @@ def make_trainer(
         message_passing=est.message_passing,
         **_numeric_embedding(est, train),
     )
-    # A fixed count reads nothing of its validation rows (the schedule would).
     fixed = selection == "last"
     callbacks = [] if fixed else list(est.callbacks or [])
     if est.early_stopping and not fixed:
         stopping = EarlyStopping(est.n_iter_no_change, est.tol, policy=policy)
         callbacks.insert(0, stopping)
-    if policy.plateau_lr_factor < 1 and not fixed:  # before the user's
-        schedule = PlateauLearningRate.from_policy(policy, est.tol)
-        callbacks.insert(1 if est.early_stopping else 0, schedule)
     return Trainer(
         net=net,
         family=est.family_,

@@ -23,7 +23,6 @@ _EXPORTS = {
     "GraphConfig": "rows",
     "LocationEffect": "location",
     "NetConfig": "modules",
-    "PlateauLearningRate": "schedule",
     "RowData": "rows",
     "Trainer": "training",
     "check_constraint_params": "constraints",
@@ -44,7 +43,6 @@ __all__ = [
     "GraphConfig",
     "LocationEffect",
     "NetConfig",
-    "PlateauLearningRate",
     "RowData",
     "Trainer",
     "check_constraint_params",
@@ -71,6 +69,5 @@ if TYPE_CHECKING:  # static analysers (and import-linter) see the names
     from .location import LocationEffect, fit_location_effect
     from .modules import CONVS, NetConfig
     from .rows import GraphConfig, RowData, linear_predictor
-    from .schedule import PlateauLearningRate
     from .stopping import EarlyStopping, paired_gain
     from .training import Trainer

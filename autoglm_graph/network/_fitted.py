@@ -34,7 +34,7 @@ from ..neighbors import (
     fit_prediction_index,
 )
 from ..policy import FitPolicy
-from .fused import FixedDegreeAdjacency
+from .fused import FixedDegreeAdjacency, source_projection
 from .modules import GraphGLMNet, NetConfig, SourceStates
 from .rows import GraphConfig, RowData, autocast, query_forward
 
@@ -256,8 +256,7 @@ class FittedNetwork:
         net = self.net
         if not net.fused:
             return None
-        edge = () if net.edge_message is None else net.edge_message.parameters()
-        tensors = [*self.states.layers, *net.convs.parameters(), *edge]
+        tensors = [*self.states.layers, *net.convs.parameters()]
         key = (tensors, [t._version for t in tensors])
         if self.projections is not None:
             (kept, versions), projections = self.projections
@@ -268,8 +267,8 @@ class FittedNetwork:
                 return projections
         with autocast(self.precision, self.device.type):
             projections = [
-                net.source_projection(layer, x_src)
-                for layer, x_src in enumerate(self.states.layers)
+                source_projection(conv, x_src)
+                for conv, x_src in zip(net.convs, self.states.layers, strict=True)
             ]
         self.projections = (key, projections)
         return projections

@@ -22,6 +22,7 @@ from torch import Tensor
 
 from ..neighbors import NeighborGraph
 from ..policy import FitPolicy
+from .fused import source_projection
 from .rows import CachedStates, RowData
 
 __all__ = [
@@ -143,7 +144,7 @@ class CachedStateEpochs:
         # The other parts' sources, projected by this epoch's first weights.
         with torch.no_grad(), state.amp():
             projected = [
-                [p.float() for p in net.source_projection(layer, x)]
+                [p.float() for p in source_projection(net.convs[layer], x)]
                 for layer, x in enumerate(inputs)
             ]
         steps = []  # (loss, deviance, weight) of each step
@@ -153,13 +154,7 @@ class CachedStateEpochs:
         for positions, adjacency, rows in (parts[i] for i in order.tolist()):
             with state.amp():
                 delta, own_inputs, own_projected = net.forward_cached(
-                    rows.context,
-                    rows.targets,
-                    adjacency,
-                    positions,
-                    inputs,
-                    projected,
-                    members=True,
+                    rows.context, rows.targets, adjacency, positions, inputs, projected
                 )
             loss, deviance = state.loss(delta.float(), rows)
             if not state.backward_step(optimizer, loss):

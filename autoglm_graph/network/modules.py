@@ -21,8 +21,7 @@ from ..neighbors import NeighborGraph
 from ..policy import FitPolicy
 from ..utils import MESSAGE_PASSING
 from ._random import BUILD_LOCK, dropout, replay_context
-from .edge_difference import EdgeDifferenceMessage
-from .embeddings import PeriodicEmbedding, PiecewiseLinearEncoding
+from .embeddings import PiecewiseLinearEncoding
 from .fused import FixedDegreeAdjacency, fixed_degree_gat, source_projection
 
 __all__ = [
@@ -31,7 +30,6 @@ __all__ = [
     "DistinctRows",
     "EdgeListAdjacency",
     "GraphGLMNet",
-    "MemberLinear",
     "NetConfig",
     "SourceStates",
     "edge_list",
@@ -40,26 +38,6 @@ __all__ = [
 CONVS = {"gat": GATConv, "gatv2": GATv2Conv}
 # Message-passing implementations (MESSAGE_PASSING, defined with the checks of
 # the parameters): the fixed-degree fast path exists for GAT.
-
-
-class MemberLinear(nn.Module):
-    """One linear layer per head member: ``[n, members, in]`` to
-    ``[n, members, out]`` (TabM's independent last layers)."""
-
-    def __init__(self, in_features: int, out_features: int, members: int) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.empty(members, out_features, in_features))
-        self.bias = nn.Parameter(torch.empty(members, out_features))
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        for weight, bias in zip(self.weight, self.bias, strict=True):
-            nn.init.kaiming_uniform_(weight, a=5**0.5)  # as nn.Linear
-            bound = 1 / weight.shape[1] ** 0.5
-            nn.init.uniform_(bias, -bound, bound)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return torch.einsum("nki,koi->nko", x, self.weight) + self.bias
 
 
 class EdgeListAdjacency:
@@ -222,14 +200,12 @@ class GraphGLMNet(nn.Module):
         (:mod:`autoglm_graph.network.fused`, GAT only) with the layer's own weights,
         ``"pyg"`` the torch_geometric layer itself; ``"auto"`` is the fast path
         where it exists.
-    numeric_embedding : {"linear", "periodic", "piecewise_linear"}
-        ``"periodic"``: the ``numeric_columns`` of the context get PLR
-        embeddings (:class:`~autoglm_graph.network.embeddings.PeriodicEmbedding`,
-        sized by the policy's ``embedding_*`` fields) before the encoder's
-        first layer; ``"piecewise_linear"``: they get piecewise-linear
-        encodings on the bins ``numeric_edges``
-        (:class:`~autoglm_graph.network.embeddings.PiecewiseLinearEncoding`);
-        ``"linear"``: every column enters that layer as it is.
+    numeric_embedding : {"linear", "piecewise_linear"}
+        ``"piecewise_linear"``: the ``numeric_columns`` of the context get
+        piecewise-linear encodings on the bins ``numeric_edges``
+        (:class:`~autoglm_graph.network.embeddings.PiecewiseLinearEncoding`)
+        before the encoder's first layer; ``"linear"``: every column enters
+        that layer as it is.
     numeric_columns : tuple of int
         The context's numeric columns (see
         :func:`~autoglm_graph.network.embeddings.numeric_columns`).
@@ -323,58 +299,29 @@ class GraphGLMNet(nn.Module):
                 )
             )
             self.norms.append(nn.LayerNorm(hidden_channels))
-        #: The last layer's difference message, beside its outcome messages
-        #: (``FitPolicy.edge_difference_channels``; None: GAT's messages
-        #: alone, and the weights of earlier files).
-        self.edge_message = None
-        if self.policy.edge_difference_channels:
-            self.edge_message = EdgeDifferenceMessage(
-                hidden_channels, heads, self.policy.edge_difference_channels
-            )
-        self._build_head()
+        self.head = nn.Sequential(
+            nn.Linear(2 * hidden_channels, hidden_channels),
+            nn.GELU(),
+            nn.Linear(hidden_channels, out_channels),
+        )
         self.reset_parameters()
 
-    def _build_head(self) -> None:
-        """The head: ``cat([h, pooled])`` to the deviations. With members
-        (``FitPolicy.head_members``) each scales that input by its row of
-        ``head_scales`` and has its own last layer."""
-        hidden, self.members = self.hidden_channels, self.policy.head_members
-        last = (
-            nn.Linear(hidden, self.out_channels)
-            if self.members == 1
-            else MemberLinear(hidden, self.out_channels, self.members)
-        )
-        self.head = nn.Sequential(nn.Linear(2 * hidden, hidden), nn.GELU(), last)
-        if self.members > 1:
-            self.head_scales = nn.Parameter(torch.empty(self.members, 2 * hidden))
-
-    def _numeric_embedding(
-        self,
-    ) -> PeriodicEmbedding | PiecewiseLinearEncoding | None:
+    def _numeric_embedding(self) -> PiecewiseLinearEncoding | None:
         """The embedding of the numeric columns, first in the encoder (None
         under ``numeric_embedding="linear"``: the encoder's first layer reads
         every column as it is, and its weights keep the names of files saved
         before the option)."""
         if self.numeric_embedding == "linear" or not self.numeric_columns:
             return None
-        if self.numeric_embedding == "piecewise_linear":
-            return PiecewiseLinearEncoding(
-                self.in_channels,
-                self.numeric_columns,
-                self.numeric_edges,
-                keep_values=self.policy.embedding_keep_values,
-            )
-        if self.numeric_embedding != "periodic":
+        if self.numeric_embedding != "piecewise_linear":
             raise ValueError(
-                "numeric_embedding must be 'linear', 'periodic' or "
-                f"'piecewise_linear'; got {self.numeric_embedding!r}."
+                "numeric_embedding must be 'linear' or 'piecewise_linear'; got "
+                f"{self.numeric_embedding!r}."
             )
-        return PeriodicEmbedding(
+        return PiecewiseLinearEncoding(
             self.in_channels,
             self.numeric_columns,
-            n_frequencies=self.policy.embedding_frequencies,
-            embedding_channels=self.policy.embedding_channels,
-            sigma=self.policy.embedding_sigma,
+            self.numeric_edges,
             keep_values=self.policy.embedding_keep_values,
         )
 
@@ -385,10 +332,6 @@ class GraphGLMNet(nn.Module):
                 module.reset_parameters()
         if isinstance(self.encoder[0], PiecewiseLinearEncoding):
             self.encoder[0].start_as_linear(self.encoder[1])
-        if self.members > 1:  # TabM's random signs: the members differ from the start
-            with torch.no_grad():
-                signs = torch.randint(0, 2, self.head_scales.shape)
-                self.head_scales.copy_(2.0 * signs - 1.0)
         # Delta = 0 at the start: the untrained network *is* the global GLM.
         nn.init.zeros_(self.head[-1].weight)
         nn.init.zeros_(self.head[-1].bias)
@@ -424,58 +367,35 @@ class GraphGLMNet(nn.Module):
         h_dst: Tensor,
         adjacency,
         return_attention: bool = False,
-        projected: tuple[Tensor, ...] | None = None,
+        projected: tuple[Tensor, Tensor] | None = None,
     ):
         conv = self.convs[layer]
-        edge = self.edge_message if layer == self.num_layers - 1 else None
-        weights = return_attention or edge is not None
         attention = None
         if isinstance(adjacency, FixedDegreeAdjacency):
             out = fixed_degree_gat(
                 conv,
                 (x_src, h_dst),
                 adjacency,
-                weights,
+                return_attention,
                 self.generator,
-                projected=None if projected is None else projected[:2],
+                projected=projected,
             )
-            if weights:
+            if return_attention:
                 out, alpha = out  # [n, k, heads]
-                if return_attention:
-                    attention = (edge_list(adjacency), alpha[adjacency.mask])
-                if edge is not None:
-                    sources = edge.sources(x_src) if projected is None else projected[2]
-                    out = out + edge.fixed_degree(
-                        h_dst, sources, adjacency.indices, alpha.transpose(1, 2)
-                    )
+                attention = (edge_list(adjacency), alpha[adjacency.mask])
         else:
             out = conv(
                 (x_src, h_dst),
                 adjacency.edge_index,
                 edge_attr=adjacency.edge_attr,
-                return_attention_weights=True if weights else None,
+                return_attention_weights=True if return_attention else None,
             )
-            if weights:
-                out, (edge_index, alpha) = out
-                if return_attention:
-                    attention = (edge_index, alpha)
-                if edge is not None:
-                    out = out + edge.edge_list(
-                        h_dst, edge.sources(x_src), edge_index, alpha
-                    )
+            if return_attention:
+                out, attention = out
         out = dropout(
             nn.functional.gelu(out), self.dropout, self.training, self.generator
         )
         return self.norms[layer](h_dst + out), attention
-
-    def source_projection(self, layer: int, x_src: Tensor) -> tuple[Tensor, ...]:
-        """What layer ``layer`` reads of its sources on the fused path: the
-        attention's :func:`~autoglm_graph.network.fused.source_projection`,
-        then the difference message's ``V h_j`` where the layer has one."""
-        projected = source_projection(self.convs[layer], x_src)
-        if self.edge_message is None or layer != self.num_layers - 1:
-            return projected
-        return (*projected, self.edge_message.sources(x_src))
 
     def _source_input(self, layer: int, h: Tensor, targets: Tensor | None) -> Tensor:
         if layer == self.num_layers - 1 and self.target_channels:
@@ -488,18 +408,13 @@ class GraphGLMNet(nn.Module):
         targets: Tensor | None,
         adjacency,
         z: Tensor | None = None,
-        members: bool = False,
     ) -> tuple[Tensor, SourceStates]:
         """Transductive pass over the training rows (sources = destinations).
 
         Returns the coefficient deviations of every row and the states that new
         rows need (:class:`SourceStates`). ``z`` may pass a precomputed encoding.
-        ``members``: each head member's deviations, ``[n, members, out]``
-        (training's loss), instead of their mean.
         """
-        return self._transductive(
-            context, targets, adjacency, z, head=True, members=members
-        )
+        return self._transductive(context, targets, adjacency, z, head=True)
 
     def source_states(
         self,
@@ -517,9 +432,7 @@ class GraphGLMNet(nn.Module):
         """
         return self._transductive(context, targets, adjacency, z, head=False)
 
-    def _transductive(
-        self, context, targets, adjacency, z, head: bool, members: bool = False
-    ):
+    def _transductive(self, context, targets, adjacency, z, head: bool):
         min_rows = self.policy.checkpoint_min_rows
         recompute = (
             torch.is_grad_enabled()
@@ -559,7 +472,7 @@ class GraphGLMNet(nn.Module):
         states = SourceStates(layers=layers, pooled=pooled, embedding=embedding)
         if not head:
             return states
-        return run(self._head, h, pooled, members), states
+        return run(self._head, h, pooled), states
 
     def _distinct_feature_layers(
         self, context: Tensor, distinct: DistinctRows
@@ -573,7 +486,9 @@ class GraphGLMNet(nn.Module):
         for layer in range(self.num_layers - 1):
             layers.append(h[inverse])
             # Projection is linear: project the distinct rows, then copy.
-            projected = tuple(p[inverse] for p in self.source_projection(layer, h))
+            projected = tuple(
+                p[inverse] for p in source_projection(self.convs[layer], h)
+            )
             h, _ = self._layer(layer, None, h, distinct.adjacency, projected=projected)
         return h[inverse], layers
 
@@ -613,7 +528,6 @@ class GraphGLMNet(nn.Module):
         positions: Tensor,
         inputs: list[Tensor],
         projected: list[tuple[Tensor, ...]],
-        members: bool = False,
     ) -> tuple[Tensor, list[Tensor], list[tuple[Tensor, ...]]]:
         """Pass over one part of the training rows, the others read from caches.
 
@@ -638,7 +552,7 @@ class GraphGLMNet(nn.Module):
                     held.sum(dim=0) - held[positions].sum(dim=0) + h.sum(dim=0)
                 ) / n
             x_src = self._source_input(layer, h, targets)
-            own = self.source_projection(layer, x_src)
+            own = source_projection(self.convs[layer], x_src)
             sources = tuple(
                 full.index_put((positions,), part.to(full.dtype))
                 for full, part in zip(projected[layer], own, strict=True)
@@ -646,26 +560,17 @@ class GraphGLMNet(nn.Module):
             own_inputs.append(x_src)
             own_projected.append(own)
             h, _ = self._layer(layer, None, h, adjacency, projected=sources)
-        return self._head(h, pooled, members), own_inputs, own_projected
+        return self._head(h, pooled), own_inputs, own_projected
 
-    def _head(self, h: Tensor, pooled: Tensor, members: bool = False) -> Tensor:
+    def _head(self, h: Tensor, pooled: Tensor) -> Tensor:
         # head(cat([h, pooled])) with the pool's half of the first layer
         # folded into its bias: every row shares the pool, so its product is
         # one vector, and the [n, 2 * hidden] concatenation is never formed.
         first = self.head[0]
         hidden = h.shape[1]
-        if self.members == 1:
-            bias = first.bias + nn.functional.linear(pooled, first.weight[:, hidden:])
-            out = nn.functional.linear(h, first.weight[:, :hidden], bias)
-            return self.head[2](self.head[1](out))
-        # Member k reads cat([h, pooled]) * scales[k]: the scales fold into
-        # k copies of the first layer's weight, one product for all members.
-        scales = self.head_scales
-        weight = first.weight[None, :, :hidden] * scales[:, None, :hidden]
-        bias = first.bias + (pooled * scales[:, hidden:]) @ first.weight[:, hidden:].T
-        out = (h @ weight.reshape(-1, hidden).T).view(h.shape[0], self.members, -1)
-        delta = self.head[2](self.head[1](out + bias))
-        return delta if members else delta.mean(dim=1)
+        bias = first.bias + nn.functional.linear(pooled, first.weight[:, hidden:])
+        out = nn.functional.linear(h, first.weight[:, :hidden], bias)
+        return self.head[2](self.head[1](out))
 
     def __repr__(self) -> str:
         return (

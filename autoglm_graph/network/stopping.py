@@ -125,10 +125,8 @@ class EarlyStopping:
     over the validation rows; the trainer's ``selector`` holds their
     deviances). A network that has beaten the GLM and whose validation
     deviance has fallen for ``recovery_epochs`` epochs in a row is not stopped
-    by the patience, nor by the stall, until it stops falling. The epochs of
-    the learning rate's warmup (``warmup_epochs``) count against none of these
-    rules. The best epoch itself is tracked by the trainer regardless of
-    ``tol``.
+    by the patience, nor by the stall, until it stops falling. The best epoch
+    itself is tracked by the trainer regardless of ``tol``.
 
     Parameters
     ----------
@@ -159,7 +157,6 @@ class EarlyStopping:
         self.refresh_jump_stop = policy.refresh_jump_stop
         self.refresh_gain_epochs = policy.refresh_gain_epochs
         self.stall_standard_errors = policy.stall_standard_errors
-        self.warmup_epochs = policy.warmup_epochs
         self._best = np.inf
         self._last = np.inf
         self._bad_epochs = 0
@@ -254,8 +251,6 @@ class EarlyStopping:
             self._best = value
             self._bad_epochs = 0
             self._beaten_glm = True
-        elif logs.get("epoch", np.inf) <= self.warmup_epochs:
-            pass  # the learning rate still rising: no epoch counts against it
         else:
             self._bad_epochs += 1
             refreshed = logs.get("graph_refreshed") and logs.get("epoch", 1) > 1
@@ -270,8 +265,6 @@ class EarlyStopping:
         self._best_units = [*self._best_units, best_unit][
             -(self.n_iter_no_change + 1) :
         ]
-        if logs.get("epoch", np.inf) <= self.warmup_epochs:
-            return False
         if self._stalled(trainer):
             return True
         if self._bad_epochs >= self.n_iter_no_change:

@@ -450,9 +450,6 @@ class TrainingState:
     # ---------------------------------------------------------------- fitting
     def loss(self, delta: Tensor, rows: RowData) -> tuple[Tensor, Tensor]:
         """Half the weighted deviance plus the local penalty, and the deviance."""
-        if delta.dim() == 3:  # head members: their mean loss, their mean's deviance
-            loss = torch.stack([self.loss(d, rows)[0] for d in delta.unbind(1)]).mean()
-            return loss, self.loss(delta.detach().mean(dim=1), rows)[1]
         config = self.config
         delta = network_deviations(
             delta, config.n_outputs, config.coef_map, intercept=config.fit_intercept
@@ -470,10 +467,9 @@ class TrainingState:
         return autocast(self.precision, self._device_type)
 
     def forward(self, context: Tensor, targets, adjacency):
-        """The network's transductive pass at the training's precision (each
-        head member's deviations)."""
+        """The network's transductive pass at the training's precision."""
         with self.amp():
-            delta, states = self.net(context, targets, adjacency, members=True)
+            delta, states = self.net(context, targets, adjacency)
         return delta.float(), states
 
     def backward_step(self, optimizer, loss: Tensor) -> bool:
@@ -501,13 +497,6 @@ class TrainingState:
         scaler.step(optimizer)
         scaler.update()
         return True
-
-    def _warm_up(self, optimizer, epoch: int) -> None:
-        """The learning rate of ``epoch``: raised linearly over ``warmup_epochs``."""
-        warmup = self.config.policy.warmup_epochs
-        if warmup and epoch <= warmup:  # later, the rate is the schedule's
-            for group in optimizer.param_groups:
-                group["lr"] = self.config.learning_rate * min(1.0, epoch / warmup)
 
     def _train_step(
         self, optimizer, train: RowData, graph: NeighborGraph, before_step=None
@@ -615,7 +604,6 @@ class TrainingState:
         # validate on its states (the weights before this epoch's step).
         # (With weight averaging validation needs the averaged weights.)
         reuse = validate is not None and self.net.dropout == 0 and config.ema_decay <= 0
-        self._warm_up(optimizer, epoch)
         # (Reused, the validation counts among the steps.)
         with self.times.phase("steps"):
             loss, train_dev = self._train_step(

@@ -164,7 +164,7 @@ def _network_shapes(
         or not set(present) <= _row_fields()
     ):
         raise ModelFileError(f"train_rows lists {present!r}.")
-    # The fit's policy shapes some weights (head_members, embedding_keep_values).
+    # The fit's policy shapes some weights (embedding_keep_values).
     policy = getattr(model, "fit_policy", None)
     return FittedNetwork.expected_shapes({**network, "net": spec}, policy)
 
@@ -310,11 +310,20 @@ def checked_net_spec(spec) -> dict:
     return out
 
 
+#: What loading says of a file fitted with ``numeric_embedding="periodic"``.
+REMOVED_PERIODIC = (
+    "numeric_embedding='periodic' (PLR embeddings) was removed in this version of "
+    "autoglm_graph (issue #59); only an earlier version loads this file."
+)
+
+
 def _numeric_embedding_spec(spec: dict, in_channels: int) -> dict:
     """``numeric_embedding``, ``numeric_columns`` and ``numeric_edges`` of a
     network's config."""
     kind, columns = spec["numeric_embedding"], spec.get("numeric_columns", [])
-    kinds = ("linear", "periodic", "piecewise_linear")
+    if kind == "periodic":
+        raise ModelFileError(REMOVED_PERIODIC)
+    kinds = ("linear", "piecewise_linear")
     if kind not in kinds:
         raise ModelFileError(
             f"Unknown numeric_embedding {kind!r}; expected one of {', '.join(kinds)}."

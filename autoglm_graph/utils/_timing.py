@@ -19,7 +19,6 @@ PHASES = (
     "validation",  # the validation rows' deviance after each epoch
     "prediction_index",  # what prediction reuses: search index, training states
     "keep_check",  # the keep check's trainings on folds (FitPolicy.keep_check_folds)
-    "refit",  # the kept network's training on all rows (FitPolicy.refit_all_rows)
     "balance",  # the balance correction's pass over all rows
     "interval_members",  # the bootstrap members' fits (interval_members)
     "interval_bias",  # the intervals' bias estimate, or a global GLM's covariance
