@@ -58,6 +58,19 @@ def _check_ladder(name: str, value: object, integer: bool, owner: str) -> None:
         )
 
 
+class _AnyValue:
+    """The former default, in ``_REMOVED``, of a removed field that was a rule
+    of the fit alone (which network it kept, when it stopped training), not of
+    what it fitted: a saved model predicts the same without the rule whatever
+    its value, so every value loads."""
+
+    def __repr__(self) -> str:
+        return "_ANY_VALUE"
+
+
+_ANY_VALUE = _AnyValue()
+
+
 class _Settings:
     """What the frozen settings classes share: a repr of the fields that
     differ from the defaults (as scikit-learn's reprs), and plain dicts (JSON
@@ -65,7 +78,8 @@ class _Settings:
 
     #: Fields that earlier versions had, each with the value it held by
     #: default: a saved policy (a model file's) that holds one still loads
-    #: where the value is that default, and is refused otherwise.
+    #: where the value is that default (or where it is ``_ANY_VALUE``), and is
+    #: refused otherwise.
     _REMOVED: ClassVar[dict[str, object]] = {}
 
     def __repr__(self) -> str:
@@ -109,8 +123,11 @@ class _Settings:
 
     @classmethod
     def _without_removed(cls, values: dict) -> dict:
-        """``values`` less the removed fields that hold their former default."""
+        """``values`` less the removed fields that hold their former default
+        (any value where that is ``_ANY_VALUE``)."""
         for name, default in cls._REMOVED.items():
+            if default is _ANY_VALUE:
+                continue
             if name in values and values[name] != default:
                 raise ValueError(
                     f"The {cls.__name__} field {name!r} was removed in this version "
@@ -305,24 +322,6 @@ class FitPolicy(_Settings):
         than the screening to apply). 0.5 kept two better networks on the
         suite and two worse ones on two small datasets outside it
         (``docs/decisions/keep_rule.md``).
-    keep_check_folds : int, default=0
-        Folds of the check of a kept network on small data: where a fit has
-        at most ``keep_check_max_rows`` rows and its network beat the GLM by
-        less than ``keep_check_standard_errors``, a network with the same
-        settings is trained for the kept epoch's count on all rows but each
-        fold's (the folds of ``fallback_folds``'s kind) and scored on that
-        fold, and the network is kept only where the pooled held-out gain over
-        all rows beats the GLM by more than ``keep_standard_errors``: the
-        validation split that chose the epoch is too few rows to judge it.
-        0, the default: no check. On the real corpus it dropped 10 of 147
-        kept networks, 7 of them better than the GLM on the test rows, at 9 %
-        of the fit seconds (``docs/decisions/keep_check.md``).
-    keep_check_max_rows : int, default=5_000
-        The most rows of a fit whose kept network ``keep_check_folds`` checks.
-    keep_check_standard_errors : float, default=3.0
-        A kept network whose validation gain is below this many standard
-        errors is checked (``keep_check_folds``); above, the validation split
-        alone decides.
     fallback : {"gam", "glm"}, default="gam"
         What a fit whose network is dropped returns. "gam": the GLM with a
         penalised cubic B-spline basis on each of its numeric columns
@@ -453,9 +452,6 @@ class FitPolicy(_Settings):
     distinct_rows: bool = True
     network_baseline: str = "all_rows"
     keep_standard_errors: float = 1.0
-    keep_check_folds: int = 0
-    keep_check_max_rows: int = 5_000
-    keep_check_standard_errors: float = 3.0
     fallback: str = "gam"
     fallback_folds: int = 5
     fallback_standard_errors: float = 2.0
@@ -495,6 +491,11 @@ class FitPolicy(_Settings):
         "embedding_frequencies": 16,  # numeric_embedding="periodic", the same record
         "embedding_channels": 8,
         "embedding_sigma": 0.1,
+        # The keep check chose only whether the fit kept its network: default
+        # 5 until 2026-12-07, then 0 (off). docs/decisions/keep_check.md
+        "keep_check_folds": _ANY_VALUE,
+        "keep_check_max_rows": _ANY_VALUE,
+        "keep_check_standard_errors": _ANY_VALUE,
     }
     #: The fields that are counts of at least one (rows, epochs, parts).
     _POSITIVE = (
@@ -517,7 +518,6 @@ class FitPolicy(_Settings):
         "faiss_exact_min_dim",
         "all_heads_max_src_rows",
         "predict_index_min_rows",
-        "keep_check_max_rows",
     )
 
     def __post_init__(self) -> None:
@@ -526,12 +526,6 @@ class FitPolicy(_Settings):
         for name in self._NON_NEGATIVE:
             _check_int(name, getattr(self, name), low=0)
         _check_int("fallback_folds", self.fallback_folds, low=2)
-        _check_int("keep_check_folds", self.keep_check_folds, low=0)
-        if self.keep_check_folds == 1:
-            raise ValueError(
-                "The FitPolicy field 'keep_check_folds' must be 0 (no check) or "
-                "at least 2; got 1."
-            )
         if self.checkpoint_min_rows is not None:
             _check_int("checkpoint_min_rows", self.checkpoint_min_rows, low=1)
         parts = self.cached_state_parts
@@ -555,7 +549,6 @@ class FitPolicy(_Settings):
             "refresh_jump_stop",
             "stall_standard_errors",
             "keep_standard_errors",
-            "keep_check_standard_errors",
             "fallback_standard_errors",
             "progress_delay_s",
         ):

@@ -13,7 +13,7 @@ from sklearn.base import clone
 from autoglm_graph import FitPolicy, GraphGLMRegressor, load
 from autoglm_graph.datasets import make_varying_coefficients
 from autoglm_graph.network.stopping import EarlyStopping
-from autoglm_graph.policy import IndexSettings, TileSettings
+from autoglm_graph.policy import _ANY_VALUE, IndexSettings, TileSettings
 
 SMALL = dict(hidden_channels=8, heads=2, n_neighbors=4)
 
@@ -81,9 +81,6 @@ ADDED = {
     "embedding_bins": 16,
     "network_baseline": "all_rows",
     "keep_standard_errors": 1.0,
-    "keep_check_folds": 0,
-    "keep_check_max_rows": 5_000,
-    "keep_check_standard_errors": 3.0,
     "fallback": "gam",
     "fallback_folds": 5,
     "fallback_standard_errors": 2.0,
@@ -162,14 +159,34 @@ REMOVED = {
 }
 
 
+#: Fields removed since that were rules of the fit alone (issue #59), with
+#: values they held: any value is read (and ignored).
+REMOVED_FIT_RULES = {
+    "keep_check_folds": (0, 5),
+    "keep_check_max_rows": (5_000, 20_000),
+    "keep_check_standard_errors": (3.0, 1e9),
+}
+
+
 def test_removed_fields_are_gone_and_read_at_their_former_default():
-    assert set(FitPolicy._REMOVED) == set(REMOVED)
-    assert not set(REMOVED) & {f.name for f in dataclasses.fields(FitPolicy)}
+    assert set(FitPolicy._REMOVED) == set(REMOVED) | set(REMOVED_FIT_RULES)
+    gone = set(FitPolicy._REMOVED)
+    assert not gone & {f.name for f in dataclasses.fields(FitPolicy)}
     for name, (default, _) in REMOVED.items():
         assert FitPolicy._REMOVED[name] == default
         assert FitPolicy.from_dict({name: default}) == FitPolicy()
         with pytest.raises(TypeError, match=name):
             FitPolicy(**{name: default})
+
+
+@pytest.mark.parametrize("name", sorted(REMOVED_FIT_RULES))
+def test_a_removed_rule_of_the_fit_is_read_at_any_value(name):
+    assert FitPolicy._REMOVED[name] is _ANY_VALUE
+    for value in REMOVED_FIT_RULES[name]:
+        values = {**FitPolicy().to_dict(), name: value}
+        assert FitPolicy.from_dict(values) == FitPolicy()
+    with pytest.raises(TypeError, match=name):
+        FitPolicy(**{name: REMOVED_FIT_RULES[name][0]})
 
 
 @pytest.mark.parametrize("name", sorted(REMOVED))
@@ -214,10 +231,6 @@ def test_estimators_store_clone_and_pickle_the_policy():
         ("fallback", "splines"),
         ("keep_standard_errors", -1.0),
         ("fallback_folds", 1),
-        ("keep_check_folds", 1),
-        ("keep_check_folds", -2),
-        ("keep_check_max_rows", -1),
-        ("keep_check_standard_errors", float("nan")),
         ("fallback_standard_errors", -0.5),
     ],
 )
@@ -380,7 +393,6 @@ def test_a_loaded_or_unpickled_network_reads_the_fit_s_policy(tmp_path):
     a loaded (or unpickled) model: not the defaults."""
     X, y, _ = make_varying_coefficients(400, 3, family="poisson", random_state=0)
     policy = FitPolicy(
-        keep_check_folds=0,  # the 5-epoch network on 400 rows stays
         checkpoint_min_rows=123,
         all_heads_max_src_rows=7,
         tiles=TileSettings(n_slabs=4),

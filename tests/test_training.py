@@ -43,7 +43,6 @@ def test_validation_rows_are_searched_at_graph_refreshes_only(
         graph_refresh=5,
         n_iter_no_change=50,
         random_state=0,
-        fit_policy=FitPolicy(keep_check_folds=0),  # the check's fits search too
         **SMALL,
     ).fit(X, y)
     assert model.n_iter_ == 12

@@ -367,7 +367,6 @@ COMMON_ATTRIBUTES_DOC = """
         ``global_glm`` (its solve, a GAM fallback's, and ``glm_statistics_``),
         ``graphs`` (the training loop's neighbour searches),
         ``steps`` (optimiser steps), ``validation``, ``prediction_index``,
-        ``keep_check`` (the trainings of ``FitPolicy.keep_check_folds``),
         ``balance``, ``interval_members`` (the bootstrap members' fits),
         ``interval_bias`` (the intervals' bias estimate, or a global GLM's
         covariance), ``other``, and their ``total``. On CUDA each phase ends

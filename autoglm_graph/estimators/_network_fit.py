@@ -31,7 +31,6 @@ from ._rows import FitRows
 
 if TYPE_CHECKING:
     from ..network import FittedNetwork, RowData, Trainer
-    from ..network.training import FitResult
 
 
 def policy_of(estimator) -> FitPolicy:
@@ -185,84 +184,6 @@ def _train(estimator, trainer, train, val, seed, neighbor_cache, times):
         )
 
 
-def needs_keep_check(estimator, rows: FitRows, trained: TrainedNetwork) -> bool:
-    """Whether ``FitPolicy.keep_check_folds`` checks this kept network: a
-    small fit whose network beat the GLM by few standard errors."""
-    policy = policy_of(estimator)
-    return (
-        trained.network is not None
-        and trained.gain is not None
-        and policy.keep_check_folds >= 2
-        and rows.n_samples <= policy.keep_check_max_rows
-        and trained.gain < policy.keep_check_standard_errors * trained.gain_se
-    )
-
-
-def cross_fitted_gain(
-    estimator,
-    rows: FitRows,
-    terms: GLMTerms,
-    eta_shift: np.ndarray | None,
-    epochs: int,
-    seed: int,
-    times,
-) -> tuple[float, float, int] | None:
-    """The network's gain over the global GLM on rows that chose nothing.
-
-    Over ``FitPolicy.keep_check_folds`` folds of all rows (:func:`fold_rows`,
-    drawn with ``seed``), a network with the estimator's settings is trained
-    for ``epochs`` epochs on the other folds' rows and scored on the fold's;
-    the paired per-row gains of all folds are pooled. Returns ``(gain,
-    standard error, folds)``; None where there are fewer than two folds.
-    """
-    from ..network import paired_gain
-
-    folds = fold_rows(estimator, rows, policy_of(estimator).keep_check_folds, seed)
-    if len(folds) < 2:
-        return None
-    everything = np.arange(rows.n_samples)
-    gains, weights = [], []
-    for k, held in enumerate(folds):
-        split = (np.setdiff1d(everything, held), held)
-        # Each fold's network its own stream; none shares the fit's.
-        _, val, _, result = train_for_epochs(
-            estimator, rows, terms, split, eta_shift, epochs, seed + k + 1, None, times
-        )
-        gains.append(result.gains)
-        weights.append(val.weight.double())
-    zero = torch.zeros(sum(len(g) for g in gains), dtype=torch.float64)
-    gain, gain_se = paired_gain(torch.cat(gains), zero, torch.cat(weights))
-    return gain, gain_se, len(folds)
-
-
-def train_for_epochs(
-    estimator,
-    rows: FitRows,
-    terms: GLMTerms,
-    split: tuple[np.ndarray, np.ndarray | None],
-    eta_shift: np.ndarray | None,
-    epochs: int,
-    seed: int,
-    neighbor_cache,
-    times,
-) -> tuple[RowData, RowData | None, Trainer, FitResult]:
-    """A network with the estimator's settings trained on the training rows
-    of ``split`` for exactly ``epochs`` epochs, its last epoch kept (scored
-    on the validation rows where there are any, which choose nothing):
-    ``(train, val, trainer, result)``."""
-    train, val = split_data(estimator, rows, terms, split, eta_shift)
-    trainer = make_trainer(
-        estimator,
-        terms,
-        train.context.shape[1],
-        train,
-        max_epochs=epochs,
-        selection="last",
-    )
-    result = _train(estimator, trainer, train, val, seed, neighbor_cache, times)
-    return train, val, trainer, result
-
-
 def _fitted_network(
     estimator, trainer, result, train, positions, val, times
 ) -> FittedNetwork:
@@ -313,17 +234,9 @@ def make_trainer(
     terms: GLMTerms,
     n_features: int,
     train: RowData,
-    *,
-    max_epochs: int | None = None,
-    selection: str = "best",
 ) -> Trainer:
     """The :class:`~autoglm_graph.network.Trainer` of the estimator's
-    parameters, for ``n_features`` context columns and the training rows.
-
-    ``max_epochs`` and ``selection="last"``: a fixed number of epochs, the
-    last one kept, without early stopping or the user's callbacks (the
-    cross-fitted keep check's networks); None: the estimator's, early-stopped
-    where it says so."""
+    parameters, for ``n_features`` context columns and the training rows."""
     from ..network import EarlyStopping, GraphConfig, NetConfig, Trainer
 
     est = estimator
@@ -342,9 +255,8 @@ def make_trainer(
         message_passing=est.message_passing,
         **_numeric_embedding(est, train),
     )
-    fixed = selection == "last"
-    callbacks = [] if fixed else list(est.callbacks or [])
-    if est.early_stopping and not fixed:
+    callbacks = list(est.callbacks or [])
+    if est.early_stopping:
         stopping = EarlyStopping(est.n_iter_no_change, est.tol, policy=policy)
         callbacks.insert(0, stopping)
     return Trainer(
@@ -362,7 +274,7 @@ def make_trainer(
         weight_decay=est.weight_decay,
         local_penalty=est.local_penalty,
         ema_decay=est.ema_decay,
-        max_epochs=est.max_epochs if max_epochs is None else max_epochs,
+        max_epochs=est.max_epochs,
         batch_size=est.batch_size,
         precision=resolve_precision(est.precision, est.device_),
         callbacks=callbacks,
@@ -371,7 +283,6 @@ def make_trainer(
         fit_intercept=terms.fit_intercept,
         coef_map=est._coefficient_map(),
         reduce=terms.reduce if terms.varied_bases else None,
-        selection=selection,
     )
 
 

@@ -22,20 +22,13 @@ class EpochSelector:
 
     ``baseline`` is the global GLM's per-row validation deviance (epoch 0);
     the network is kept when its best epoch's gain exceeds ``standard_errors``
-    standard errors (``FitPolicy.keep_standard_errors``). ``last``: the last
-    epoch recorded stands for the best (a fixed number of epochs).
+    standard errors (``FitPolicy.keep_standard_errors``).
     """
 
     def __init__(
-        self,
-        baseline: Tensor,
-        weight: Tensor,
-        standard_errors: float,
-        *,
-        last: bool = False,
+        self, baseline: Tensor, weight: Tensor, standard_errors: float
     ) -> None:
         self.standard_errors = standard_errors
-        self.last = last
         self.baseline = baseline.double()
         self.weight = weight.double()
         self.baseline_value = self._mean(self.baseline)
@@ -51,7 +44,7 @@ class EpochSelector:
     def update(self, unit: Tensor, snapshot) -> float:
         """Record one epoch's per-row deviance; returns its weighted mean."""
         value = self._mean(unit.double())
-        if self.last or value < self.best_value:
+        if value < self.best_value:
             self.best_value, self.best_unit, self.best = (
                 value,
                 unit.double(),
@@ -67,11 +60,6 @@ class EpochSelector:
             return False
         gain, gain_se = paired_gain(self.baseline, self.best_unit, self.weight)
         return gain > self.standard_errors * gain_se
-
-    def row_gains(self) -> Tensor | None:
-        """The global GLM's deviance minus the best epoch's on each row (None
-        before an epoch was recorded)."""
-        return None if self.best_unit is None else self.baseline - self.best_unit
 
     def select(self) -> FittedGraphState | None:
         """The best epoch's state if it beats the global GLM by
