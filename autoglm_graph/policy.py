@@ -357,16 +357,6 @@ class FitPolicy(_Settings):
         patience's (and the stall's) stop of a network that has beaten the GLM:
         one still recovering is not stopped short of its best
         (``docs/decisions/recovery_epochs.md``).
-    refresh_jump_stop : float, default=inf
-        A graph refresh that raises the validation deviance by more than this
-        share (and more than the recent gain) ends the fit when the patience
-        would run out before the next refresh (``docs/decisions/refresh_jump_stop.md``);
-        ``inf``, the default, leaves such a fit to the patience: with the
-        piecewise-linear encoding it cut fits that were still improving
-        (``docs/decisions/numeric_embedding.md``).
-    refresh_gain_epochs : int, default=5
-        Epochs over which that recent gain of the best value is measured
-        (``docs/decisions/refresh_jump_stop.md``).
     stall_standard_errors : float, default=1.0
         Standard errors by which the best validation deviance must have fallen
         over the last ``patience`` epochs for a network that has beaten the GLM
@@ -458,8 +448,6 @@ class FitPolicy(_Settings):
     screening_epochs: int = 5
     screening_epochs_below_glm: int = 2
     recovery_epochs: int = 5
-    refresh_jump_stop: float = float("inf")
-    refresh_gain_epochs: int = 5
     stall_standard_errors: float = 1.0
     progress_delay_s: float = 10.0
     auto_faiss_min_rows: int = 150_000
@@ -496,6 +484,10 @@ class FitPolicy(_Settings):
         "keep_check_folds": _ANY_VALUE,
         "keep_check_max_rows": _ANY_VALUE,
         "keep_check_standard_errors": _ANY_VALUE,
+        # When a fit stopped at a jump of a graph refresh: default 0.005 until
+        # 2026-12-06, then inf (off). docs/decisions/refresh_jump_stop.md
+        "refresh_jump_stop": _ANY_VALUE,
+        "refresh_gain_epochs": _ANY_VALUE,
     }
     #: The fields that are counts of at least one (rows, epochs, parts).
     _POSITIVE = (
@@ -504,7 +496,6 @@ class FitPolicy(_Settings):
         "screening_epochs",
         "screening_epochs_below_glm",
         "recovery_epochs",
-        "refresh_gain_epochs",
         "min_rows_for_network",
         "embedding_bins",
         "predict_chunk",
@@ -546,7 +537,6 @@ class FitPolicy(_Settings):
                     f"{getattr(self, name)!r}."
                 )
         for name in (
-            "refresh_jump_stop",
             "stall_standard_errors",
             "keep_standard_errors",
             "fallback_standard_errors",

@@ -865,6 +865,8 @@ REMOVED_FIT_RULES = {
     "keep_check_folds": (0, 5),
     "keep_check_max_rows": (5_000, 20_000),
     "keep_check_standard_errors": (3.0, 1e9),
+    "refresh_jump_stop": (float("inf"), 0.005),
+    "refresh_gain_epochs": (5, 2),
 }
 
 

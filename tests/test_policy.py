@@ -26,8 +26,6 @@ BEFORE = dict(
     screening_epochs=5,
     screening_epochs_below_glm=2,
     recovery_epochs=5,
-    refresh_jump_stop=float("inf"),  # 0.005 before the piecewise-linear encoding
-    refresh_gain_epochs=5,
     stall_standard_errors=1.0,
     progress_delay_s=10.0,
     auto_faiss_min_rows=150_000,
@@ -165,6 +163,8 @@ REMOVED_FIT_RULES = {
     "keep_check_folds": (0, 5),
     "keep_check_max_rows": (5_000, 20_000),
     "keep_check_standard_errors": (3.0, 1e9),
+    "refresh_jump_stop": (float("inf"), 0.005),
+    "refresh_gain_epochs": (5, 2),
 }
 
 
@@ -211,13 +211,11 @@ def test_estimators_store_clone_and_pickle_the_policy():
         ("screening_epochs", 0),
         ("screening_epochs_below_glm", 1.5),
         ("recovery_epochs", -1),
-        ("refresh_gain_epochs", True),
         ("cached_state_min_rows", 0),
         ("cached_state_part_rows", None),
         ("cached_state_parts", (8, 4)),
         ("cached_state_parts", [4, 8]),
         ("distinct_rows", 1),
-        ("refresh_jump_stop", -0.1),
         ("stall_standard_errors", float("nan")),
         ("progress_delay_s", "10"),
         ("refresh_distinct_max_share", 1.5),
@@ -274,15 +272,12 @@ def test_early_stopping_takes_every_rule_of_the_policy():
         screening_epochs=4,
         screening_epochs_below_glm=3,
         recovery_epochs=7,
-        refresh_jump_stop=0.01,
-        refresh_gain_epochs=2,
         stall_standard_errors=0.5,
     )
     stopper = EarlyStopping(n_iter_no_change=6, tol=0.0, policy=policy)
     assert (stopper.n_iter_no_change, stopper.tol) == (6, 0.0)
     assert (stopper.screening_epochs, stopper.screening_epochs_below_glm) == (4, 3)
-    assert stopper.recovery_epochs == 7 and stopper.refresh_gain_epochs == 2
-    assert stopper.refresh_jump_stop == 0.01 and stopper.stall_standard_errors == 0.5
+    assert stopper.recovery_epochs == 7 and stopper.stall_standard_errors == 0.5
     same = EarlyStopping.from_policy(policy, 6, 0.0)
     assert vars(same) == vars(stopper)
     default = EarlyStopping()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import warnings
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -128,36 +127,6 @@ def test_patience_holds_while_a_network_recovers_steadily():
     )
     fresh.load_state_dict(state)
     assert fresh.state_dict() == {**state, "_falls": 0}
-
-
-def test_a_refresh_that_raises_the_validation_deviance_ends_the_fit():
-    def decisions(values, refreshed_at, n_iter_no_change=10):
-        trainer = _History(baseline=1.0)
-        trainer.config = SimpleNamespace(graph=SimpleNamespace(refresh=10))
-        stopper = EarlyStopping(
-            n_iter_no_change=n_iter_no_change,
-            tol=0.0,
-            policy=FitPolicy(screening_epochs=3, refresh_jump_stop=0.005),
-        )
-        return [
-            stopper.on_epoch_end(
-                trainer,
-                {"epoch": e, "val_deviance": v, "graph_refreshed": e in refreshed_at},
-            )
-            for e, v in enumerate(values, start=1)
-        ]
-
-    flat = [0.9, 0.8, 0.7, 0.69, 0.69, 0.69, 0.69, 0.69, 0.7]
-    # Up 2.9 % at a refresh after five epochs without gain: the fit ends there.
-    assert decisions([*flat, 0.72], {1, 10}) == [False] * 9 + [True]
-    # The same rise without a refresh, or a small rise at one: the patience's.
-    assert decisions([*flat, 0.72], {1}) == [False] * 10
-    assert decisions([*flat, 0.702], {1, 10}) == [False] * 10
-    # A patience that outlasts the graph period keeps its meaning.
-    assert decisions([*flat, 0.72], {1, 10}, n_iter_no_change=20) == [False] * 10
-    # Still improving faster than the jump (29 % in the five epochs before).
-    falling = [0.9, 0.85, 0.8, 0.75, 0.7, 0.65, 0.62, 0.6, 0.58, 0.6]
-    assert decisions(falling, {1, 10}) == [False] * 10
 
 
 class _Selector:

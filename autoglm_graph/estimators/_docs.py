@@ -307,8 +307,8 @@ COMMON_PARAMS_DOC = """
     verbose : int, default=0
         Progress bar and messages when > 0.
     fit_policy : FitPolicy or None, default=None
-        The tuned rules of a fit (early stopping's screening, recovery,
-        refresh-jump and stall rules; cached-state steps; copies of rows; the
+        The tuned rules of a fit (early stopping's screening, recovery and
+        stall rules; cached-state steps; copies of rows; the
         neighbour search's thresholds; activation checkpointing), each a
         default chosen by measurement (:class:`~autoglm_graph.policy.FitPolicy`).
         None: ``FitPolicy()``.
