@@ -60,9 +60,10 @@ def _check_ladder(name: str, value: object, integer: bool, owner: str) -> None:
 
 class _AnyValue:
     """The former default, in ``_REMOVED``, of a removed field that was a rule
-    of the fit alone (which network it kept, when it stopped training), not of
-    what it fitted: a saved model predicts the same without the rule whatever
-    its value, so every value loads."""
+    of the fit alone (which network it kept, when it stopped training, which
+    GLM the network trained on top of), not of what a saved model reads: the
+    file holds what the fit made, the model predicts the same without the rule
+    whatever its value, and every value loads."""
 
     def __repr__(self) -> str:
         return "_ANY_VALUE"
@@ -308,13 +309,6 @@ class FitPolicy(_Settings):
         training row where at most ``refresh_distinct_max_share`` of the rows
         are distinct and copies list copies; False computes every row
         (``docs/decisions/distinct_rows.md``).
-    network_baseline : {"all_rows", "training_rows"}, default="all_rows"
-        The global GLM the network is trained on top of and judged against on
-        the validation rows: the fitted global GLM, which saw the validation
-        rows, or the GLM refitted on the training rows alone, whose validation
-        deviance is out of sample as the network's is
-        (``docs/decisions/network_baseline.md``: measured, not adopted). The
-        fitted model's global GLM is the one fitted on all rows either way.
     keep_standard_errors : float, default=1.0
         Standard errors of the paired per-row differences by which the best
         epoch's validation deviance must beat the global GLM's for the
@@ -440,7 +434,6 @@ class FitPolicy(_Settings):
     cached_state_parts: tuple[int, int] = (4, 8)
     cached_state_part_rows: int = 15_000
     distinct_rows: bool = True
-    network_baseline: str = "all_rows"
     keep_standard_errors: float = 1.0
     fallback: str = "gam"
     fallback_folds: int = 5
@@ -488,6 +481,12 @@ class FitPolicy(_Settings):
         # 2026-12-06, then inf (off). docs/decisions/refresh_jump_stop.md
         "refresh_jump_stop": _ANY_VALUE,
         "refresh_gain_epochs": _ANY_VALUE,
+        # The GLM the network trained on top of and was judged against: the
+        # fitted one ("all_rows", the default) or, measured and not adopted,
+        # the GLM refitted on the training rows ("training_rows"). Either way
+        # the file holds the training rows' linear predictor and the global
+        # GLM fitted on all rows. docs/decisions/network_baseline.md
+        "network_baseline": _ANY_VALUE,
     }
     #: The fields that are counts of at least one (rows, epochs, parts).
     _POSITIVE = (
@@ -545,11 +544,6 @@ class FitPolicy(_Settings):
             _check_real(name, getattr(self, name), low=0.0, high=float("inf"))
         for name in ("refresh_distinct_max_share", "predict_index_recall"):
             _check_real(name, getattr(self, name), 0.0, 1.0)
-        if self.network_baseline not in ("all_rows", "training_rows"):
-            raise ValueError(
-                "The FitPolicy field 'network_baseline' must be 'all_rows' or "
-                f"'training_rows'; got {self.network_baseline!r}."
-            )
         if self.fallback not in ("glm", "gam"):
             raise ValueError(
                 "The FitPolicy field 'fallback' must be 'glm' or 'gam'; got "

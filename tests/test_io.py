@@ -867,6 +867,7 @@ REMOVED_FIT_RULES = {
     "keep_check_standard_errors": (3.0, 1e9),
     "refresh_jump_stop": (float("inf"), 0.005),
     "refresh_gain_epochs": (5, 2),
+    "network_baseline": ("all_rows", "training_rows"),
 }
 
 

@@ -77,7 +77,6 @@ def _plain(values: dict) -> dict:
 ADDED = {
     "embedding_keep_values": False,
     "embedding_bins": 16,
-    "network_baseline": "all_rows",
     "keep_standard_errors": 1.0,
     "fallback": "gam",
     "fallback_folds": 5,
@@ -165,6 +164,7 @@ REMOVED_FIT_RULES = {
     "keep_check_standard_errors": (3.0, 1e9),
     "refresh_jump_stop": (float("inf"), 0.005),
     "refresh_gain_epochs": (5, 2),
+    "network_baseline": ("all_rows", "training_rows"),
 }
 
 
@@ -225,7 +225,6 @@ def test_estimators_store_clone_and_pickle_the_policy():
         ("all_heads_max_src_rows", -5),
         ("min_rows_for_network", 0),
         ("predict_chunk", 0),
-        ("network_baseline", "validation_rows"),
         ("fallback", "splines"),
         ("keep_standard_errors", -1.0),
         ("fallback_folds", 1),

@@ -57,6 +57,22 @@ class _History:
         self.history = [{"epoch": 0, "val_deviance": baseline}]
 
 
+def test_the_network_starts_from_the_fitted_global_glm():
+    """Epoch 0, the network's start (no deviation), is the global GLM fitted on
+    all rows, the validation rows among them, scored on the validation rows."""
+    X, y, _ = make_varying_coefficients(
+        600, 4, 2, family="poisson", noise=0.5, random_state=3
+    )
+    model = GraphGLMRegressor(family="poisson", max_epochs=2, random_state=0)
+    with pytest.warns(ConvergenceWarning):
+        model.fit(X, y)
+    val = np.asarray(model._validation_positions)
+    glm = GraphGLMRegressor(family="poisson", local_penalty=np.inf).fit(X, y)
+    deviance = glm.family_.deviance(y[val], np.log(glm.predict(X[val])))
+    start = model.history_[0]["val_deviance"]
+    assert start == pytest.approx(float(deviance), rel=1e-4)
+
+
 def test_early_stopping_counts_from_the_global_glm():
     trainer = _History(baseline=1.0)
     stopper = EarlyStopping(

@@ -10,7 +10,7 @@ that is the global GLM fits and predicts without them.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -26,7 +26,6 @@ from sklearn.model_selection import (
 from ..glm import Family, GLMTerms
 from ..policy import FitPolicy
 from ..utils import caller_stacklevel, resolve_precision, torch
-from . import _glm_fit as glm_fit
 from ._rows import FitRows
 
 if TYPE_CHECKING:
@@ -305,7 +304,8 @@ def row_data(
     as_tensor = lambda a: torch.as_tensor(  # noqa: E731
         np.require(a, np.float32, ["C", "W"]), device=device
     )
-    eta_global = baseline_eta(estimator, rows, train_pos)
+    # The fitted global GLM's, which the network's deviations add to.
+    eta_global = estimator.predictor().global_eta(rows.design, rows.offset)
     if eta_shift is not None:  # the location effect, leave-one-out on train
         eta_global = eta_global + eta_shift[:, None]
     targets = None
@@ -330,20 +330,6 @@ def row_data(
         eta_global=as_tensor(eta_global),
         targets=None if targets is None else as_tensor(targets),
     )
-
-
-def baseline_eta(estimator, rows: FitRows, train_pos: np.ndarray) -> np.ndarray:
-    """The linear predictor the network's deviations add to, on every row:
-    the fitted global GLM's, or, with ``FitPolicy.network_baseline=
-    "training_rows"`` and rows held out for validation, the GLM's refitted on
-    the training rows (the network is then judged against a GLM that did not
-    see the validation rows either)."""
-    predictor = estimator.predictor()
-    held_out = len(train_pos) < rows.n_samples
-    if held_out and policy_of(estimator).network_baseline == "training_rows":
-        glm = glm_fit.solve_on_rows(estimator, rows, train_pos, estimator._n_outputs)
-        predictor = replace(predictor, global_glm=glm)
-    return predictor.global_eta(rows.design, rows.offset)
 
 
 def outcome_features(
