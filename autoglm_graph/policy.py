@@ -392,9 +392,6 @@ class FitPolicy(_Settings):
     min_rows_for_network : int, default=10
         Below this many rows there is no graph worth learning: the model is
         the global GLM.
-    embedding_keep_values : bool, default=False
-        Whether the piecewise-linear encoding keeps each numeric column's
-        value beside its bins.
     embedding_bins : int, default=16
         Quantile bins per numeric column of
         ``numeric_embedding="piecewise_linear"``
@@ -452,7 +449,6 @@ class FitPolicy(_Settings):
     checkpoint_min_rows: int | None = 250_000
     all_heads_max_src_rows: int = 60_000
     min_rows_for_network: int = 10
-    embedding_keep_values: bool = False
     embedding_bins: int = 16
     predict_chunk: int = 8192
     predict_index_min_rows: int = 50_000
@@ -487,6 +483,9 @@ class FitPolicy(_Settings):
         # the file holds the training rows' linear predictor and the global
         # GLM fitted on all rows. docs/decisions/network_baseline.md
         "network_baseline": _ANY_VALUE,
+        # True widened the network's input (each value beside its bins): a
+        # model fitted so is refused. docs/decisions/numeric_embedding.md
+        "embedding_keep_values": False,
     }
     #: The fields that are counts of at least one (rows, epochs, parts).
     _POSITIVE = (
@@ -529,12 +528,11 @@ class FitPolicy(_Settings):
                 "The FitPolicy field 'cached_state_parts' must be a tuple of two "
                 f"ints (fewest, most) with 1 <= fewest <= most; got {parts!r}."
             )
-        for name in ("distinct_rows", "embedding_keep_values"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(
-                    f"The FitPolicy field {name!r} must be a bool; got "
-                    f"{getattr(self, name)!r}."
-                )
+        if not isinstance(self.distinct_rows, bool):
+            raise ValueError(
+                "The FitPolicy field 'distinct_rows' must be a bool; got "
+                f"{self.distinct_rows!r}."
+            )
         for name in (
             "stall_standard_errors",
             "keep_standard_errors",

@@ -826,6 +826,7 @@ REMOVED_POLICY_FIELDS = {
     "embedding_frequencies": (16, 8),
     "embedding_channels": (8, 4),
     "embedding_sigma": (0.1, 1.0),
+    "embedding_keep_values": (False, True),
 }
 
 

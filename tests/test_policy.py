@@ -75,7 +75,6 @@ def _plain(values: dict) -> dict:
 
 #: Fields added since the constants moved into the policy, with their defaults.
 ADDED = {
-    "embedding_keep_values": False,
     "embedding_bins": 16,
     "keep_standard_errors": 1.0,
     "fallback": "gam",
@@ -153,6 +152,7 @@ REMOVED = {
     "embedding_frequencies": (16, 8),
     "embedding_channels": (8, 4),
     "embedding_sigma": (0.1, 1.0),
+    "embedding_keep_values": (False, True),
 }
 
 
