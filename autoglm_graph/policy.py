@@ -58,6 +58,20 @@ def _check_ladder(name: str, value: object, integer: bool, owner: str) -> None:
         )
 
 
+class _AnyValue:
+    """The former default, in ``_REMOVED``, of a removed field that was a rule
+    of the fit alone (which network it kept, when it stopped training, which
+    GLM the network trained on top of), not of what a saved model reads: the
+    file holds what the fit made, the model predicts the same without the rule
+    whatever its value, and every value loads."""
+
+    def __repr__(self) -> str:
+        return "_ANY_VALUE"
+
+
+_ANY_VALUE = _AnyValue()
+
+
 class _Settings:
     """What the frozen settings classes share: a repr of the fields that
     differ from the defaults (as scikit-learn's reprs), and plain dicts (JSON
@@ -65,7 +79,8 @@ class _Settings:
 
     #: Fields that earlier versions had, each with the value it held by
     #: default: a saved policy (a model file's) that holds one still loads
-    #: where the value is that default, and is refused otherwise.
+    #: where the value is that default (or where it is ``_ANY_VALUE``), and is
+    #: refused otherwise.
     _REMOVED: ClassVar[dict[str, object]] = {}
 
     def __repr__(self) -> str:
@@ -109,8 +124,11 @@ class _Settings:
 
     @classmethod
     def _without_removed(cls, values: dict) -> dict:
-        """``values`` less the removed fields that hold their former default."""
+        """``values`` less the removed fields that hold their former default
+        (any value where that is ``_ANY_VALUE``)."""
         for name, default in cls._REMOVED.items():
+            if default is _ANY_VALUE:
+                continue
             if name in values and values[name] != default:
                 raise ValueError(
                     f"The {cls.__name__} field {name!r} was removed in this version "
@@ -291,13 +309,6 @@ class FitPolicy(_Settings):
         training row where at most ``refresh_distinct_max_share`` of the rows
         are distinct and copies list copies; False computes every row
         (``docs/decisions/distinct_rows.md``).
-    network_baseline : {"all_rows", "training_rows"}, default="all_rows"
-        The global GLM the network is trained on top of and judged against on
-        the validation rows: the fitted global GLM, which saw the validation
-        rows, or the GLM refitted on the training rows alone, whose validation
-        deviance is out of sample as the network's is
-        (``docs/decisions/network_baseline.md``: measured, not adopted). The
-        fitted model's global GLM is the one fitted on all rows either way.
     keep_standard_errors : float, default=1.0
         Standard errors of the paired per-row differences by which the best
         epoch's validation deviance must beat the global GLM's for the
@@ -305,24 +316,6 @@ class FitPolicy(_Settings):
         than the screening to apply). 0.5 kept two better networks on the
         suite and two worse ones on two small datasets outside it
         (``docs/decisions/keep_rule.md``).
-    keep_check_folds : int, default=0
-        Folds of the check of a kept network on small data: where a fit has
-        at most ``keep_check_max_rows`` rows and its network beat the GLM by
-        less than ``keep_check_standard_errors``, a network with the same
-        settings is trained for the kept epoch's count on all rows but each
-        fold's (the folds of ``fallback_folds``'s kind) and scored on that
-        fold, and the network is kept only where the pooled held-out gain over
-        all rows beats the GLM by more than ``keep_standard_errors``: the
-        validation split that chose the epoch is too few rows to judge it.
-        0, the default: no check. On the real corpus it dropped 10 of 147
-        kept networks, 7 of them better than the GLM on the test rows, at 9 %
-        of the fit seconds (``docs/decisions/keep_check.md``).
-    keep_check_max_rows : int, default=5_000
-        The most rows of a fit whose kept network ``keep_check_folds`` checks.
-    keep_check_standard_errors : float, default=3.0
-        A kept network whose validation gain is below this many standard
-        errors is checked (``keep_check_folds``); above, the validation split
-        alone decides.
     fallback : {"gam", "glm"}, default="gam"
         What a fit whose network is dropped returns. "gam": the GLM with a
         penalised cubic B-spline basis on each of its numeric columns
@@ -358,16 +351,6 @@ class FitPolicy(_Settings):
         patience's (and the stall's) stop of a network that has beaten the GLM:
         one still recovering is not stopped short of its best
         (``docs/decisions/recovery_epochs.md``).
-    refresh_jump_stop : float, default=inf
-        A graph refresh that raises the validation deviance by more than this
-        share (and more than the recent gain) ends the fit when the patience
-        would run out before the next refresh (``docs/decisions/refresh_jump_stop.md``);
-        ``inf``, the default, leaves such a fit to the patience: with the
-        piecewise-linear encoding it cut fits that were still improving
-        (``docs/decisions/numeric_embedding.md``).
-    refresh_gain_epochs : int, default=5
-        Epochs over which that recent gain of the best value is measured
-        (``docs/decisions/refresh_jump_stop.md``).
     stall_standard_errors : float, default=1.0
         Standard errors by which the best validation deviance must have fallen
         over the last ``patience`` epochs for a network that has beaten the GLM
@@ -409,9 +392,6 @@ class FitPolicy(_Settings):
     min_rows_for_network : int, default=10
         Below this many rows there is no graph worth learning: the model is
         the global GLM.
-    embedding_keep_values : bool, default=False
-        Whether the piecewise-linear encoding keeps each numeric column's
-        value beside its bins.
     embedding_bins : int, default=16
         Quantile bins per numeric column of
         ``numeric_embedding="piecewise_linear"``
@@ -451,19 +431,13 @@ class FitPolicy(_Settings):
     cached_state_parts: tuple[int, int] = (4, 8)
     cached_state_part_rows: int = 15_000
     distinct_rows: bool = True
-    network_baseline: str = "all_rows"
     keep_standard_errors: float = 1.0
-    keep_check_folds: int = 0
-    keep_check_max_rows: int = 5_000
-    keep_check_standard_errors: float = 3.0
     fallback: str = "gam"
     fallback_folds: int = 5
     fallback_standard_errors: float = 2.0
     screening_epochs: int = 5
     screening_epochs_below_glm: int = 2
     recovery_epochs: int = 5
-    refresh_jump_stop: float = float("inf")
-    refresh_gain_epochs: int = 5
     stall_standard_errors: float = 1.0
     progress_delay_s: float = 10.0
     auto_faiss_min_rows: int = 150_000
@@ -475,7 +449,6 @@ class FitPolicy(_Settings):
     checkpoint_min_rows: int | None = 250_000
     all_heads_max_src_rows: int = 60_000
     min_rows_for_network: int = 10
-    embedding_keep_values: bool = False
     embedding_bins: int = 16
     predict_chunk: int = 8192
     predict_index_min_rows: int = 50_000
@@ -495,6 +468,24 @@ class FitPolicy(_Settings):
         "embedding_frequencies": 16,  # numeric_embedding="periodic", the same record
         "embedding_channels": 8,
         "embedding_sigma": 0.1,
+        # The keep check chose only whether the fit kept its network: default
+        # 5 until 2026-12-07, then 0 (off). docs/decisions/keep_check.md
+        "keep_check_folds": _ANY_VALUE,
+        "keep_check_max_rows": _ANY_VALUE,
+        "keep_check_standard_errors": _ANY_VALUE,
+        # When a fit stopped at a jump of a graph refresh: default 0.005 until
+        # 2026-12-06, then inf (off). docs/decisions/refresh_jump_stop.md
+        "refresh_jump_stop": _ANY_VALUE,
+        "refresh_gain_epochs": _ANY_VALUE,
+        # The GLM the network trained on top of and was judged against: the
+        # fitted one ("all_rows", the default) or, measured and not adopted,
+        # the GLM refitted on the training rows ("training_rows"). Either way
+        # the file holds the training rows' linear predictor and the global
+        # GLM fitted on all rows. docs/decisions/network_baseline.md
+        "network_baseline": _ANY_VALUE,
+        # True widened the network's input (each value beside its bins): a
+        # model fitted so is refused. docs/decisions/numeric_embedding.md
+        "embedding_keep_values": False,
     }
     #: The fields that are counts of at least one (rows, epochs, parts).
     _POSITIVE = (
@@ -503,7 +494,6 @@ class FitPolicy(_Settings):
         "screening_epochs",
         "screening_epochs_below_glm",
         "recovery_epochs",
-        "refresh_gain_epochs",
         "min_rows_for_network",
         "embedding_bins",
         "predict_chunk",
@@ -517,7 +507,6 @@ class FitPolicy(_Settings):
         "faiss_exact_min_dim",
         "all_heads_max_src_rows",
         "predict_index_min_rows",
-        "keep_check_max_rows",
     )
 
     def __post_init__(self) -> None:
@@ -526,12 +515,6 @@ class FitPolicy(_Settings):
         for name in self._NON_NEGATIVE:
             _check_int(name, getattr(self, name), low=0)
         _check_int("fallback_folds", self.fallback_folds, low=2)
-        _check_int("keep_check_folds", self.keep_check_folds, low=0)
-        if self.keep_check_folds == 1:
-            raise ValueError(
-                "The FitPolicy field 'keep_check_folds' must be 0 (no check) or "
-                "at least 2; got 1."
-            )
         if self.checkpoint_min_rows is not None:
             _check_int("checkpoint_min_rows", self.checkpoint_min_rows, low=1)
         parts = self.cached_state_parts
@@ -545,28 +528,20 @@ class FitPolicy(_Settings):
                 "The FitPolicy field 'cached_state_parts' must be a tuple of two "
                 f"ints (fewest, most) with 1 <= fewest <= most; got {parts!r}."
             )
-        for name in ("distinct_rows", "embedding_keep_values"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(
-                    f"The FitPolicy field {name!r} must be a bool; got "
-                    f"{getattr(self, name)!r}."
-                )
+        if not isinstance(self.distinct_rows, bool):
+            raise ValueError(
+                "The FitPolicy field 'distinct_rows' must be a bool; got "
+                f"{self.distinct_rows!r}."
+            )
         for name in (
-            "refresh_jump_stop",
             "stall_standard_errors",
             "keep_standard_errors",
-            "keep_check_standard_errors",
             "fallback_standard_errors",
             "progress_delay_s",
         ):
             _check_real(name, getattr(self, name), low=0.0, high=float("inf"))
         for name in ("refresh_distinct_max_share", "predict_index_recall"):
             _check_real(name, getattr(self, name), 0.0, 1.0)
-        if self.network_baseline not in ("all_rows", "training_rows"):
-            raise ValueError(
-                "The FitPolicy field 'network_baseline' must be 'all_rows' or "
-                f"'training_rows'; got {self.network_baseline!r}."
-            )
         if self.fallback not in ("glm", "gam"):
             raise ValueError(
                 "The FitPolicy field 'fallback' must be 'glm' or 'gam'; got "

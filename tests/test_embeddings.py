@@ -128,13 +128,12 @@ def test_estimator_with_piecewise_linear_encoding_fits_saves_and_loads(tmp_path)
         load(path)
 
 
-@pytest.mark.parametrize("keep_values", [False, True])
-def test_a_layer_started_as_linear_reads_the_raw_columns_linearly(keep_values):
+def test_a_layer_started_as_linear_reads_the_raw_columns_linearly():
     torch.manual_seed(0)
     x = torch.randn(300, 4)
     x[:, 2] = (x[:, 2] > 0).float()  # an indicator passes through
     edges = quantile_edges(x, [0, 1, 3], n_bins=16)
-    encoding = PiecewiseLinearEncoding(4, [0, 1, 3], edges, keep_values=keep_values)
+    encoding = PiecewiseLinearEncoding(4, [0, 1, 3], edges)
     layer = torch.nn.Linear(encoding.out_channels, 8)
     encoding.start_as_linear(layer)
     with_intercept = torch.cat([x, torch.ones(300, 1)], dim=1)

@@ -826,6 +826,7 @@ REMOVED_POLICY_FIELDS = {
     "embedding_frequencies": (16, 8),
     "embedding_channels": (8, 4),
     "embedding_sigma": (0.1, 1.0),
+    "embedding_keep_values": (False, True),
 }
 
 
@@ -859,6 +860,45 @@ def test_file_with_a_removed_policy_field(saved, poisson_model, field):
         load(saved)
 
 
+#: FitPolicy fields removed since that were rules of the fit alone (issue #59),
+#: with values files were fitted with: any value loads.
+REMOVED_FIT_RULES = {
+    "keep_check_folds": (0, 5),
+    "keep_check_max_rows": (5_000, 20_000),
+    "keep_check_standard_errors": (3.0, 1e9),
+    "refresh_jump_stop": (float("inf"), 0.005),
+    "refresh_gain_epochs": (5, 2),
+    "network_baseline": ("all_rows", "training_rows"),
+}
+
+
+@pytest.mark.parametrize("field", sorted(REMOVED_FIT_RULES))
+def test_file_with_a_removed_rule_of_the_fit_loads_at_any_value(
+    saved, poisson_model, field
+):
+    """A removed rule of the fit alone (which network it kept) left nothing in
+    the fitted model: a file loads whatever value its policy holds, and
+    predicts as saved."""
+    from autoglm_graph import FitPolicy
+
+    model, X, offset = poisson_model
+    for value in REMOVED_FIT_RULES[field]:
+
+        def edit(config, value=value):
+            fields = {**FitPolicy().to_dict(), field: value}
+            config["params"]["fit_policy"] = {
+                "__dataclass__": "FitPolicy",
+                "fields": fields,
+            }
+
+        _edit_json(saved, edit)
+        loaded = load(saved)
+        assert loaded.fit_policy == FitPolicy()
+        np.testing.assert_array_equal(
+            loaded.predict(X, offset=offset), model.predict(X, offset=offset)
+        )
+
+
 @pytest.mark.parametrize("where", ["params", "network"])
 def test_file_fitted_with_periodic_embeddings_is_refused_naming_them(saved, where):
     """``numeric_embedding="periodic"`` was removed (issue #59): a file that
@@ -875,17 +915,19 @@ def test_file_fitted_with_periodic_embeddings_is_refused_naming_them(saved, wher
         load(saved)
 
 
-def test_file_with_the_removed_refit_phase_loads(saved, poisson_model):
-    """A file written while ``fit_times_`` had a ``refit`` phase (removed with
-    ``FitPolicy.refit_all_rows``, issue #59) loads with its times as saved."""
+@pytest.mark.parametrize("phase", ["refit", "keep_check"])
+def test_file_with_a_removed_phase_loads(saved, poisson_model, phase):
+    """A file written while ``fit_times_`` had a ``refit`` or a ``keep_check``
+    phase (removed with ``FitPolicy.refit_all_rows`` and
+    ``FitPolicy.keep_check_folds``, issue #59) loads with its times as saved."""
     model, X, offset = poisson_model
 
-    def add_refit(config):
-        config["fitted"]["fit_times_"]["refit"] = 1.25
+    def add_phase(config):
+        config["fitted"]["fit_times_"][phase] = 1.25
 
-    _edit_json(saved, add_refit)
+    _edit_json(saved, add_phase)
     loaded = load(saved)
-    assert loaded.fit_times_["refit"] == 1.25
+    assert loaded.fit_times_[phase] == 1.25
     assert loaded.fit_times_["total"] == pytest.approx(model.fit_times_["total"])
     np.testing.assert_array_equal(
         loaded.predict(X, offset=offset), model.predict(X, offset=offset)

@@ -18,7 +18,7 @@ import pytest
 import torch
 from sklearn.exceptions import ConvergenceWarning
 
-from autoglm_graph import FitPolicy, GraphGLMClassifier, GraphGLMRegressor
+from autoglm_graph import GraphGLMClassifier, GraphGLMRegressor
 from autoglm_graph.datasets import make_varying_coefficients
 from autoglm_graph.glm.families import FAMILIES, get_family
 from autoglm_graph.utils._lazy import LazyModule
@@ -275,7 +275,6 @@ def test_model_with_network_still_imports_torch_to_load(tmp_path):
         hidden_channels=8,
         heads=2,
         random_state=0,
-        fit_policy=FitPolicy(keep_check_folds=0),  # (not checked on more rows)
     )
     with pytest.warns(ConvergenceWarning):  # 5 epochs: still improving
         model.fit(X, y)

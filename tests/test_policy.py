@@ -13,7 +13,7 @@ from sklearn.base import clone
 from autoglm_graph import FitPolicy, GraphGLMRegressor, load
 from autoglm_graph.datasets import make_varying_coefficients
 from autoglm_graph.network.stopping import EarlyStopping
-from autoglm_graph.policy import IndexSettings, TileSettings
+from autoglm_graph.policy import _ANY_VALUE, IndexSettings, TileSettings
 
 SMALL = dict(hidden_channels=8, heads=2, n_neighbors=4)
 
@@ -26,8 +26,6 @@ BEFORE = dict(
     screening_epochs=5,
     screening_epochs_below_glm=2,
     recovery_epochs=5,
-    refresh_jump_stop=float("inf"),  # 0.005 before the piecewise-linear encoding
-    refresh_gain_epochs=5,
     stall_standard_errors=1.0,
     progress_delay_s=10.0,
     auto_faiss_min_rows=150_000,
@@ -77,13 +75,8 @@ def _plain(values: dict) -> dict:
 
 #: Fields added since the constants moved into the policy, with their defaults.
 ADDED = {
-    "embedding_keep_values": False,
     "embedding_bins": 16,
-    "network_baseline": "all_rows",
     "keep_standard_errors": 1.0,
-    "keep_check_folds": 0,
-    "keep_check_max_rows": 5_000,
-    "keep_check_standard_errors": 3.0,
     "fallback": "gam",
     "fallback_folds": 5,
     "fallback_standard_errors": 2.0,
@@ -159,17 +152,41 @@ REMOVED = {
     "embedding_frequencies": (16, 8),
     "embedding_channels": (8, 4),
     "embedding_sigma": (0.1, 1.0),
+    "embedding_keep_values": (False, True),
+}
+
+
+#: Fields removed since that were rules of the fit alone (issue #59), with
+#: values they held: any value is read (and ignored).
+REMOVED_FIT_RULES = {
+    "keep_check_folds": (0, 5),
+    "keep_check_max_rows": (5_000, 20_000),
+    "keep_check_standard_errors": (3.0, 1e9),
+    "refresh_jump_stop": (float("inf"), 0.005),
+    "refresh_gain_epochs": (5, 2),
+    "network_baseline": ("all_rows", "training_rows"),
 }
 
 
 def test_removed_fields_are_gone_and_read_at_their_former_default():
-    assert set(FitPolicy._REMOVED) == set(REMOVED)
-    assert not set(REMOVED) & {f.name for f in dataclasses.fields(FitPolicy)}
+    assert set(FitPolicy._REMOVED) == set(REMOVED) | set(REMOVED_FIT_RULES)
+    gone = set(FitPolicy._REMOVED)
+    assert not gone & {f.name for f in dataclasses.fields(FitPolicy)}
     for name, (default, _) in REMOVED.items():
         assert FitPolicy._REMOVED[name] == default
         assert FitPolicy.from_dict({name: default}) == FitPolicy()
         with pytest.raises(TypeError, match=name):
             FitPolicy(**{name: default})
+
+
+@pytest.mark.parametrize("name", sorted(REMOVED_FIT_RULES))
+def test_a_removed_rule_of_the_fit_is_read_at_any_value(name):
+    assert FitPolicy._REMOVED[name] is _ANY_VALUE
+    for value in REMOVED_FIT_RULES[name]:
+        values = {**FitPolicy().to_dict(), name: value}
+        assert FitPolicy.from_dict(values) == FitPolicy()
+    with pytest.raises(TypeError, match=name):
+        FitPolicy(**{name: REMOVED_FIT_RULES[name][0]})
 
 
 @pytest.mark.parametrize("name", sorted(REMOVED))
@@ -194,13 +211,11 @@ def test_estimators_store_clone_and_pickle_the_policy():
         ("screening_epochs", 0),
         ("screening_epochs_below_glm", 1.5),
         ("recovery_epochs", -1),
-        ("refresh_gain_epochs", True),
         ("cached_state_min_rows", 0),
         ("cached_state_part_rows", None),
         ("cached_state_parts", (8, 4)),
         ("cached_state_parts", [4, 8]),
         ("distinct_rows", 1),
-        ("refresh_jump_stop", -0.1),
         ("stall_standard_errors", float("nan")),
         ("progress_delay_s", "10"),
         ("refresh_distinct_max_share", 1.5),
@@ -210,14 +225,9 @@ def test_estimators_store_clone_and_pickle_the_policy():
         ("all_heads_max_src_rows", -5),
         ("min_rows_for_network", 0),
         ("predict_chunk", 0),
-        ("network_baseline", "validation_rows"),
         ("fallback", "splines"),
         ("keep_standard_errors", -1.0),
         ("fallback_folds", 1),
-        ("keep_check_folds", 1),
-        ("keep_check_folds", -2),
-        ("keep_check_max_rows", -1),
-        ("keep_check_standard_errors", float("nan")),
         ("fallback_standard_errors", -0.5),
     ],
 )
@@ -261,15 +271,12 @@ def test_early_stopping_takes_every_rule_of_the_policy():
         screening_epochs=4,
         screening_epochs_below_glm=3,
         recovery_epochs=7,
-        refresh_jump_stop=0.01,
-        refresh_gain_epochs=2,
         stall_standard_errors=0.5,
     )
     stopper = EarlyStopping(n_iter_no_change=6, tol=0.0, policy=policy)
     assert (stopper.n_iter_no_change, stopper.tol) == (6, 0.0)
     assert (stopper.screening_epochs, stopper.screening_epochs_below_glm) == (4, 3)
-    assert stopper.recovery_epochs == 7 and stopper.refresh_gain_epochs == 2
-    assert stopper.refresh_jump_stop == 0.01 and stopper.stall_standard_errors == 0.5
+    assert stopper.recovery_epochs == 7 and stopper.stall_standard_errors == 0.5
     same = EarlyStopping.from_policy(policy, 6, 0.0)
     assert vars(same) == vars(stopper)
     default = EarlyStopping()
@@ -380,7 +387,6 @@ def test_a_loaded_or_unpickled_network_reads_the_fit_s_policy(tmp_path):
     a loaded (or unpickled) model: not the defaults."""
     X, y, _ = make_varying_coefficients(400, 3, family="poisson", random_state=0)
     policy = FitPolicy(
-        keep_check_folds=0,  # the 5-epoch network on 400 rows stays
         checkpoint_min_rows=123,
         all_heads_max_src_rows=7,
         tiles=TileSettings(n_slabs=4),

@@ -40,11 +40,9 @@ from . import _state as state_io
 from ._checks import check_fit_data, check_params, check_X, group_codes
 from ._location_fit import fit_location
 from ._network_fit import (
-    cross_fitted_gain,
     fit_network,
     fold_rows,
     make_trainer,
-    needs_keep_check,
     policy_of,
     split_rows,
 )
@@ -324,28 +322,6 @@ class BaseGraphGLM(BaseEstimator):
                 "the network did not beat the global GLM's validation deviance by "
                 f"more than {keep:g} standard error{'' if keep == 1 else 's'}"
             )
-        if needs_keep_check(self, rows, trained):
-            # Its trainings' own phases (steps, graphs...) are not the fit's.
-            with times.phase("keep_check"):
-                checked = cross_fitted_gain(
-                    self,
-                    rows,
-                    self._terms,
-                    eta_shift,
-                    trained.best_epoch,
-                    seed,
-                    PhaseTimes(self.device_),
-                )
-            if checked is not None and not checked[0] > keep * checked[1]:
-                gain, gain_se, n_folds = checked
-                return (
-                    f"the network beat the global GLM's validation deviance by "
-                    f"{trained.gain:.3g} (standard error {trained.gain_se:.2g}), "
-                    f"but networks of its settings trained for its "
-                    f"{trained.best_epoch} epochs on all but one of {n_folds} folds "
-                    f"gained {gain:.3g} (standard error {gain_se:.2g}) on the rows "
-                    "held out"
-                )
         self.best_epoch_ = trained.best_epoch
         self._fitted = trained.network
         self.network_ = trained.network.net

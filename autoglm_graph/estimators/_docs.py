@@ -307,8 +307,8 @@ COMMON_PARAMS_DOC = """
     verbose : int, default=0
         Progress bar and messages when > 0.
     fit_policy : FitPolicy or None, default=None
-        The tuned rules of a fit (early stopping's screening, recovery,
-        refresh-jump and stall rules; cached-state steps; copies of rows; the
+        The tuned rules of a fit (early stopping's screening, recovery and
+        stall rules; cached-state steps; copies of rows; the
         neighbour search's thresholds; activation checkpointing), each a
         default chosen by measurement (:class:`~autoglm_graph.policy.FitPolicy`).
         None: ``FitPolicy()``.
@@ -367,7 +367,6 @@ COMMON_ATTRIBUTES_DOC = """
         ``global_glm`` (its solve, a GAM fallback's, and ``glm_statistics_``),
         ``graphs`` (the training loop's neighbour searches),
         ``steps`` (optimiser steps), ``validation``, ``prediction_index``,
-        ``keep_check`` (the trainings of ``FitPolicy.keep_check_folds``),
         ``balance``, ``interval_members`` (the bootstrap members' fits),
         ``interval_bias`` (the intervals' bias estimate, or a global GLM's
         covariance), ``other``, and their ``total``. On CUDA each phase ends

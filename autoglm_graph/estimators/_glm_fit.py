@@ -225,8 +225,7 @@ def solve_on_rows(
     """The fitted global GLM's model (or ``solution``'s) refitted on
     ``positions`` of the rows: its terms (the splines' penalty as chosen) and
     family (the negative binomial's theta as estimated), the coefficients
-    alone estimated again (``FitPolicy.network_baseline``, the cross-fitting
-    of ``FitPolicy(fallback="gam")``)."""
+    alone estimated again (the cross-fitting of ``FitPolicy(fallback="gam")``)."""
     terms = estimator._terms if solution is None else solution.terms
     family = estimator.family_ if solution is None else solution.family
     # Newton's method starts from the model fitted on all the rows: nearby.

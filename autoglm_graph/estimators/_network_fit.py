@@ -10,7 +10,7 @@ that is the global GLM fits and predicts without them.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -26,12 +26,10 @@ from sklearn.model_selection import (
 from ..glm import Family, GLMTerms
 from ..policy import FitPolicy
 from ..utils import caller_stacklevel, resolve_precision, torch
-from . import _glm_fit as glm_fit
 from ._rows import FitRows
 
 if TYPE_CHECKING:
     from ..network import FittedNetwork, RowData, Trainer
-    from ..network.training import FitResult
 
 
 def policy_of(estimator) -> FitPolicy:
@@ -185,84 +183,6 @@ def _train(estimator, trainer, train, val, seed, neighbor_cache, times):
         )
 
 
-def needs_keep_check(estimator, rows: FitRows, trained: TrainedNetwork) -> bool:
-    """Whether ``FitPolicy.keep_check_folds`` checks this kept network: a
-    small fit whose network beat the GLM by few standard errors."""
-    policy = policy_of(estimator)
-    return (
-        trained.network is not None
-        and trained.gain is not None
-        and policy.keep_check_folds >= 2
-        and rows.n_samples <= policy.keep_check_max_rows
-        and trained.gain < policy.keep_check_standard_errors * trained.gain_se
-    )
-
-
-def cross_fitted_gain(
-    estimator,
-    rows: FitRows,
-    terms: GLMTerms,
-    eta_shift: np.ndarray | None,
-    epochs: int,
-    seed: int,
-    times,
-) -> tuple[float, float, int] | None:
-    """The network's gain over the global GLM on rows that chose nothing.
-
-    Over ``FitPolicy.keep_check_folds`` folds of all rows (:func:`fold_rows`,
-    drawn with ``seed``), a network with the estimator's settings is trained
-    for ``epochs`` epochs on the other folds' rows and scored on the fold's;
-    the paired per-row gains of all folds are pooled. Returns ``(gain,
-    standard error, folds)``; None where there are fewer than two folds.
-    """
-    from ..network import paired_gain
-
-    folds = fold_rows(estimator, rows, policy_of(estimator).keep_check_folds, seed)
-    if len(folds) < 2:
-        return None
-    everything = np.arange(rows.n_samples)
-    gains, weights = [], []
-    for k, held in enumerate(folds):
-        split = (np.setdiff1d(everything, held), held)
-        # Each fold's network its own stream; none shares the fit's.
-        _, val, _, result = train_for_epochs(
-            estimator, rows, terms, split, eta_shift, epochs, seed + k + 1, None, times
-        )
-        gains.append(result.gains)
-        weights.append(val.weight.double())
-    zero = torch.zeros(sum(len(g) for g in gains), dtype=torch.float64)
-    gain, gain_se = paired_gain(torch.cat(gains), zero, torch.cat(weights))
-    return gain, gain_se, len(folds)
-
-
-def train_for_epochs(
-    estimator,
-    rows: FitRows,
-    terms: GLMTerms,
-    split: tuple[np.ndarray, np.ndarray | None],
-    eta_shift: np.ndarray | None,
-    epochs: int,
-    seed: int,
-    neighbor_cache,
-    times,
-) -> tuple[RowData, RowData | None, Trainer, FitResult]:
-    """A network with the estimator's settings trained on the training rows
-    of ``split`` for exactly ``epochs`` epochs, its last epoch kept (scored
-    on the validation rows where there are any, which choose nothing):
-    ``(train, val, trainer, result)``."""
-    train, val = split_data(estimator, rows, terms, split, eta_shift)
-    trainer = make_trainer(
-        estimator,
-        terms,
-        train.context.shape[1],
-        train,
-        max_epochs=epochs,
-        selection="last",
-    )
-    result = _train(estimator, trainer, train, val, seed, neighbor_cache, times)
-    return train, val, trainer, result
-
-
 def _fitted_network(
     estimator, trainer, result, train, positions, val, times
 ) -> FittedNetwork:
@@ -313,17 +233,9 @@ def make_trainer(
     terms: GLMTerms,
     n_features: int,
     train: RowData,
-    *,
-    max_epochs: int | None = None,
-    selection: str = "best",
 ) -> Trainer:
     """The :class:`~autoglm_graph.network.Trainer` of the estimator's
-    parameters, for ``n_features`` context columns and the training rows.
-
-    ``max_epochs`` and ``selection="last"``: a fixed number of epochs, the
-    last one kept, without early stopping or the user's callbacks (the
-    cross-fitted keep check's networks); None: the estimator's, early-stopped
-    where it says so."""
+    parameters, for ``n_features`` context columns and the training rows."""
     from ..network import EarlyStopping, GraphConfig, NetConfig, Trainer
 
     est = estimator
@@ -342,9 +254,8 @@ def make_trainer(
         message_passing=est.message_passing,
         **_numeric_embedding(est, train),
     )
-    fixed = selection == "last"
-    callbacks = [] if fixed else list(est.callbacks or [])
-    if est.early_stopping and not fixed:
+    callbacks = list(est.callbacks or [])
+    if est.early_stopping:
         stopping = EarlyStopping(est.n_iter_no_change, est.tol, policy=policy)
         callbacks.insert(0, stopping)
     return Trainer(
@@ -362,7 +273,7 @@ def make_trainer(
         weight_decay=est.weight_decay,
         local_penalty=est.local_penalty,
         ema_decay=est.ema_decay,
-        max_epochs=est.max_epochs if max_epochs is None else max_epochs,
+        max_epochs=est.max_epochs,
         batch_size=est.batch_size,
         precision=resolve_precision(est.precision, est.device_),
         callbacks=callbacks,
@@ -371,7 +282,6 @@ def make_trainer(
         fit_intercept=terms.fit_intercept,
         coef_map=est._coefficient_map(),
         reduce=terms.reduce if terms.varied_bases else None,
-        selection=selection,
     )
 
 
@@ -394,7 +304,8 @@ def row_data(
     as_tensor = lambda a: torch.as_tensor(  # noqa: E731
         np.require(a, np.float32, ["C", "W"]), device=device
     )
-    eta_global = baseline_eta(estimator, rows, train_pos)
+    # The fitted global GLM's, which the network's deviations add to.
+    eta_global = estimator.predictor().global_eta(rows.design, rows.offset)
     if eta_shift is not None:  # the location effect, leave-one-out on train
         eta_global = eta_global + eta_shift[:, None]
     targets = None
@@ -419,20 +330,6 @@ def row_data(
         eta_global=as_tensor(eta_global),
         targets=None if targets is None else as_tensor(targets),
     )
-
-
-def baseline_eta(estimator, rows: FitRows, train_pos: np.ndarray) -> np.ndarray:
-    """The linear predictor the network's deviations add to, on every row:
-    the fitted global GLM's, or, with ``FitPolicy.network_baseline=
-    "training_rows"`` and rows held out for validation, the GLM's refitted on
-    the training rows (the network is then judged against a GLM that did not
-    see the validation rows either)."""
-    predictor = estimator.predictor()
-    held_out = len(train_pos) < rows.n_samples
-    if held_out and policy_of(estimator).network_baseline == "training_rows":
-        glm = glm_fit.solve_on_rows(estimator, rows, train_pos, estimator._n_outputs)
-        predictor = replace(predictor, global_glm=glm)
-    return predictor.global_eta(rows.design, rows.offset)
 
 
 def outcome_features(

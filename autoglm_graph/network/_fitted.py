@@ -404,11 +404,8 @@ class FittedNetwork:
         )
 
     @staticmethod
-    def expected_shapes(
-        config: dict, policy: FitPolicy | None = None
-    ) -> dict[str, tuple]:
-        """Name -> shape of every tensor :meth:`state` writes for ``config``
-        under the fit's ``policy`` (some of its fields shape the network).
+    def expected_shapes(config: dict) -> dict[str, tuple]:
+        """Name -> shape of every tensor :meth:`state` writes for ``config``.
 
         ``config["net"]`` must already be checked (it builds a network on the
         CPU to read the shapes of its weights).
@@ -416,7 +413,7 @@ class FittedNetwork:
         dims = _dims(config)
         n, p, k = dims["n"], dims["p"], dims["k"]
         hidden, targets = dims["h"], dims["t"]
-        net = build_net(config["net"], policy)
+        net = build_net(config["net"])
         expected = {
             f"network.{key}": tuple(value.shape)
             for key, value in net.state_dict().items()

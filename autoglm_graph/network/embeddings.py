@@ -94,15 +94,12 @@ class PiecewiseLinearEncoding(nn.Module):
     edges : sequence of sequence of float
         Per column of ``numeric`` (in increasing column order), its increasing
         bin edges (:func:`quantile_edges`).
-    keep_values : bool, default=False
-        Whether each encoded column's value stays in the output beside its
-        bins.
 
     Shapes
     ------
     - input: ``[n, in_channels]``
     - output: ``[n, out_channels]``: the other columns first, in their order
-      (all columns with ``keep_values``), then each encoded column's bins.
+      then each encoded column's bins.
     """
 
     def __init__(
@@ -110,8 +107,6 @@ class PiecewiseLinearEncoding(nn.Module):
         in_channels: int,
         numeric: Sequence[int],
         edges: Sequence[Sequence[float]],
-        *,
-        keep_values: bool = False,
     ) -> None:
         super().__init__()
         numeric = [int(j) for j in numeric]
@@ -129,9 +124,7 @@ class PiecewiseLinearEncoding(nn.Module):
                 "edges must give each numeric column at least two increasing edges."
             )
         self.in_channels = in_channels
-        self.keep_values = keep_values
-        kept = set() if keep_values else set(numeric)
-        others = sorted(set(range(in_channels)) - kept)
+        others = sorted(set(range(in_channels)) - set(numeric))
         index = {"dtype": torch.long}
         self.register_buffer("numeric", torch.tensor(numeric, **index), False)
         self.register_buffer("others", torch.tensor(others, **index), False)
@@ -187,8 +180,6 @@ class PiecewiseLinearEncoding(nn.Module):
             bins = (columns[:, :, None] * self.width).flatten(1)
             weight = torch.cat([weight, bins[:, self.mask.flatten() > 0]], dim=1)
             bias = bias + columns @ self.left[:, 0]
-            if self.keep_values:  # the values themselves start at zero weight
-                weight[:, self.numeric] = 0.0
         layer.weight.copy_(weight)
         layer.bias.copy_(bias)
 

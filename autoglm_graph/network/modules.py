@@ -319,10 +319,7 @@ class GraphGLMNet(nn.Module):
                 f"{self.numeric_embedding!r}."
             )
         return PiecewiseLinearEncoding(
-            self.in_channels,
-            self.numeric_columns,
-            self.numeric_edges,
-            keep_values=self.policy.embedding_keep_values,
+            self.in_channels, self.numeric_columns, self.numeric_edges
         )
 
     def reset_parameters(self) -> None:

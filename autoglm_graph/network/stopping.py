@@ -22,20 +22,13 @@ class EpochSelector:
 
     ``baseline`` is the global GLM's per-row validation deviance (epoch 0);
     the network is kept when its best epoch's gain exceeds ``standard_errors``
-    standard errors (``FitPolicy.keep_standard_errors``). ``last``: the last
-    epoch recorded stands for the best (a fixed number of epochs).
+    standard errors (``FitPolicy.keep_standard_errors``).
     """
 
     def __init__(
-        self,
-        baseline: Tensor,
-        weight: Tensor,
-        standard_errors: float,
-        *,
-        last: bool = False,
+        self, baseline: Tensor, weight: Tensor, standard_errors: float
     ) -> None:
         self.standard_errors = standard_errors
-        self.last = last
         self.baseline = baseline.double()
         self.weight = weight.double()
         self.baseline_value = self._mean(self.baseline)
@@ -51,7 +44,7 @@ class EpochSelector:
     def update(self, unit: Tensor, snapshot) -> float:
         """Record one epoch's per-row deviance; returns its weighted mean."""
         value = self._mean(unit.double())
-        if self.last or value < self.best_value:
+        if value < self.best_value:
             self.best_value, self.best_unit, self.best = (
                 value,
                 unit.double(),
@@ -67,11 +60,6 @@ class EpochSelector:
             return False
         gain, gain_se = paired_gain(self.baseline, self.best_unit, self.weight)
         return gain > self.standard_errors * gain_se
-
-    def row_gains(self) -> Tensor | None:
-        """The global GLM's deviance minus the best epoch's on each row (None
-        before an epoch was recorded)."""
-        return None if self.best_unit is None else self.baseline - self.best_unit
 
     def select(self) -> FittedGraphState | None:
         """The best epoch's state if it beats the global GLM by
@@ -115,18 +103,15 @@ class EarlyStopping:
     (``screening_epochs_below_glm`` once the best epoch is below the GLM) as
     soon as the validation deviance does not fall: a network that cannot beat
     the GLM is found out in a few epochs, while one that is clearly ahead, or
-    closing in, gets the full patience. A refresh of the graphs that raises
-    the validation deviance by more than ``refresh_jump_stop``, and by more
-    than the best value fell over the ``refresh_gain_epochs`` epochs
-    before, ends training when the patience would run out before the next
-    refresh. A network that has beaten the GLM stops as soon as its best
-    epoch of the last ``n_iter_no_change`` epochs beats the best epoch before
-    them by no more than ``stall_standard_errors`` standard errors (paired
-    over the validation rows; the trainer's ``selector`` holds their
-    deviances). A network that has beaten the GLM and whose validation
-    deviance has fallen for ``recovery_epochs`` epochs in a row is not stopped
-    by the patience, nor by the stall, until it stops falling. The best epoch
-    itself is tracked by the trainer regardless of ``tol``.
+    closing in, gets the full patience. A network that has beaten the GLM
+    stops as soon as its best epoch of the last ``n_iter_no_change`` epochs
+    beats the best epoch before them by no more than ``stall_standard_errors``
+    standard errors (paired over the validation rows; the trainer's
+    ``selector`` holds their deviances). A network that has beaten the GLM
+    and whose validation deviance has fallen for ``recovery_epochs`` epochs in
+    a row is not stopped by the patience, nor by the stall, until it stops
+    falling. The best epoch itself is tracked by the trainer regardless of
+    ``tol``.
 
     Parameters
     ----------
@@ -154,15 +139,12 @@ class EarlyStopping:
             policy.screening_epochs, policy.screening_epochs_below_glm
         )
         self.recovery_epochs = policy.recovery_epochs
-        self.refresh_jump_stop = policy.refresh_jump_stop
-        self.refresh_gain_epochs = policy.refresh_gain_epochs
         self.stall_standard_errors = policy.stall_standard_errors
         self._best = np.inf
         self._last = np.inf
         self._bad_epochs = 0
         self._beaten_glm = False
         self._falls = 0  # consecutive epochs of falling validation deviance
-        self._bests: list[float] = []  # the best value after each recent epoch
         # The selector's best per-row deviances after each of the last
         # n_iter_no_change + 1 epochs (None before a best epoch).
         self._best_units: list[Tensor | None] = []
@@ -181,7 +163,6 @@ class EarlyStopping:
         "_bad_epochs",
         "_beaten_glm",
         "_falls",
-        "_bests",
         "_best_units",
     )
 
@@ -191,16 +172,9 @@ class EarlyStopping:
 
     def load_state_dict(self, state: dict) -> None:
         # Older records have none of these.
-        state = {"_falls": 0, "_bests": [], "_best_units": [], **state}
+        state = {"_falls": 0, "_best_units": [], **state}
         for name in self._STATE:
             setattr(self, name, state[name])
-
-    def _recent_gain(self) -> float:
-        """How much the best value fell over the last ``refresh_gain_epochs``
-        epochs (relative; infinite before that many epochs)."""
-        if len(self._bests) <= self.refresh_gain_epochs or self._bests[-1] <= 0:
-            return np.inf
-        return self._bests[0] / self._bests[-1] - 1
 
     def _recovering(self) -> bool:
         """A network that has beaten the GLM and is still falling steadily."""
@@ -223,16 +197,6 @@ class EarlyStopping:
         gain, gain_se = paired_gain(before, now, trainer.selector.weight)
         return gain <= self.stall_standard_errors * gain_se
 
-    def _patience_ends_before_next_refresh(self, trainer) -> bool:
-        """Whether the patience runs out before the graphs are refreshed again
-        (the jump rule's premise: a jump not recovered within this graph
-        period ends the fit anyway). False when the trainer has no graph
-        schedule; a long patience (``n_iter_no_change`` beyond the refresh
-        period) keeps its meaning."""
-        config = getattr(trainer, "config", None)
-        period = getattr(getattr(config, "graph", None), "refresh", None)
-        return period is not None and self.n_iter_no_change - self._bad_epochs < period
-
     def on_epoch_end(self, trainer, logs: dict) -> bool:
         value = logs.get("val_deviance")
         if value is None:
@@ -243,8 +207,6 @@ class EarlyStopping:
                 self._best = start.get("val_deviance", np.inf)
             else:  # no global GLM to beat: count from the first epoch
                 self._beaten_glm = True
-        last = self._last
-        jump = value / last - 1 if np.isfinite(last) and last > 0 else 0.0
         falling, self._last = value < self._last, value
         self._falls = self._falls + 1 if falling else 0
         if not np.isfinite(self._best) or value < self._best * (1 - self.tol):
@@ -253,14 +215,6 @@ class EarlyStopping:
             self._beaten_glm = True
         else:
             self._bad_epochs += 1
-            refreshed = logs.get("graph_refreshed") and logs.get("epoch", 1) > 1
-            if (
-                refreshed
-                and self._patience_ends_before_next_refresh(trainer)
-                and jump > max(self.refresh_jump_stop, self._recent_gain())
-            ):
-                return True
-        self._bests = [*self._bests, self._best][-(self.refresh_gain_epochs + 1) :]
         best_unit = getattr(getattr(trainer, "selector", None), "best_unit", None)
         self._best_units = [*self._best_units, best_unit][
             -(self.n_iter_no_change + 1) :

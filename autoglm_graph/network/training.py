@@ -108,10 +108,6 @@ class Trainer:
     #: moved into the intercept's: :meth:`autoglm_graph.glm._terms.GLMTerms.reduce`);
     #: None: the network varies the GLM's terms.
     reduce: Callable | None = None
-    #: With validation rows, the epoch kept: "best", the one of least
-    #: validation deviance; "last", the last one run (a fixed number of epochs
-    #: scored on rows that did not choose it: the cross-fitted keep check).
-    selection: str = "best"
 
     #: The scalar settings that :meth:`settings` records.
     SETTINGS = (
@@ -176,7 +172,6 @@ class Trainer:
             net=net,
             precision=state.precision,
             index=index,
-            gains=None if selector is None else selector.row_gains(),
         )
         if best is not None:
             net.load_state_dict(best.state_dict)
@@ -193,8 +188,7 @@ class FitResult:
     ``best`` is the kept epoch's state (None when the global GLM wins), with
     its weights loaded in ``net`` and the training rows' ``states`` under
     them; ``gain`` and ``gain_se`` the validation deviance of the global GLM
-    minus the kept epoch's and its standard error, ``gains`` that difference
-    on each validation row (None without validation rows); ``precision`` the
+    minus the kept epoch's and its standard error; ``precision`` the
     training's final one; ``index`` an input-space search index over the
     training rows that prediction can reuse.
     """
@@ -207,7 +201,6 @@ class FitResult:
     precision: str
     index: tuple | None = None
     states: SourceStates | None = None
-    gains: Tensor | None = None
 
 
 class TrainingState:
@@ -558,12 +551,7 @@ class TrainingState:
         if val is not None:
             zero = val.y.new_zeros(val.y.shape[0], self.net.out_channels)
             keep = config.policy.keep_standard_errors
-            selector = EpochSelector(
-                self._unit_deviance(zero, val),
-                val.weight,
-                keep,
-                last=config.selection == "last",
-            )
+            selector = EpochSelector(self._unit_deviance(zero, val), val.weight, keep)
             self.history.append({"epoch": 0, "val_deviance": selector.baseline_value})
         self.selector = selector  # early stopping asks it how far ahead the best is
         if config.ema_decay > 0:

@@ -164,9 +164,7 @@ def _network_shapes(
         or not set(present) <= _row_fields()
     ):
         raise ModelFileError(f"train_rows lists {present!r}.")
-    # The fit's policy shapes some weights (embedding_keep_values).
-    policy = getattr(model, "fit_policy", None)
-    return FittedNetwork.expected_shapes({**network, "net": spec}, policy)
+    return FittedNetwork.expected_shapes({**network, "net": spec})
 
 
 def check_tensors(tensors: dict[str, torch.Tensor], expected: dict) -> None:

@@ -18,7 +18,6 @@ PHASES = (
     "steps",  # optimiser steps (forward, backward, update) and weight averaging
     "validation",  # the validation rows' deviance after each epoch
     "prediction_index",  # what prediction reuses: search index, training states
-    "keep_check",  # the keep check's trainings on folds (FitPolicy.keep_check_folds)
     "balance",  # the balance correction's pass over all rows
     "interval_members",  # the bootstrap members' fits (interval_members)
     "interval_bias",  # the intervals' bias estimate, or a global GLM's covariance
