@@ -343,12 +343,7 @@ def fit_global_glm(
         else np.asarray(sample_weight, float)
     )
     off = None if offset is None else np.asarray(offset, dtype=np.float64)
-    pw = np.ones(n_features) if penalty_weights is None else np.asarray(penalty_weights)
-    if pw.shape not in ((n_features,), (n_features, n_features)):
-        raise ValueError(
-            f"penalty_weights must have shape ({n_features},) or ({n_features}, "
-            f"{n_features}); got {pw.shape}."
-        )
+    pw = _penalty_weights(penalty_weights, n_features)
     obj = _Objective(X, y, family, n_outputs, w, off, alpha, pw, fit_intercept)
     B = _start_point(start, family, y, sample_weight, off, obj, fit_intercept)
     if B.size <= newton_max_params:
@@ -360,6 +355,19 @@ def fit_global_glm(
     if alpha == 0 and family.is_classification:
         _warn_if_separated(obj, B, w)
     return _global_glm(B, n_features, n_iter, converged, fit_intercept)
+
+
+def _penalty_weights(penalty_weights, n_features: int) -> np.ndarray:
+    """``penalty_weights`` as an array (ones when None), its shape checked."""
+    if penalty_weights is None:
+        return np.ones(n_features)
+    pw = np.asarray(penalty_weights)
+    if pw.shape not in ((n_features,), (n_features, n_features)):
+        raise ValueError(
+            f"penalty_weights must have shape ({n_features},) or ({n_features}, "
+            f"{n_features}); got {pw.shape}."
+        )
+    return pw
 
 
 def _start_point(start, family, y, sample_weight, offset, obj, intercept):
