@@ -304,12 +304,9 @@ def fit_global_glm(
     alpha : float, default=0.0
         L2 penalty on the slopes, in scikit-learn's scaling.
     penalty_weights : ndarray, default=None
-        Per-slope multipliers of ``alpha`` (1 when None): on a design whose
-        column ``j`` is the user's column divided by ``s_j``, weights
-        ``1 / s_j**2`` penalise the coefficients in the user's units
-        (shape ``(n_features,)``). A ``(n_features, n_features)`` symmetric
-        positive semi-definite matrix ``P`` penalises ``(alpha / 2) beta' P
-        beta`` (each class's slopes alike).
+        Per-slope multipliers of ``alpha`` (1 when None; on columns divided
+        by ``s_j``, ``1 / s_j**2`` penalise the user's units), or a positive
+        semi-definite ``[p, p]`` matrix ``P``: ``(alpha / 2) beta' P beta``.
     max_iter : int, default=100
         Newton iterations (L-BFGS-B: ten times as many).
     tol : float, default=1e-10
