@@ -167,7 +167,7 @@ import json, sys
 import pandas as pd
 import autoglm_graph
 
-HEAVY = ("torch", "torch_geometric", "skops.io")
+HEAVY = ("torch", "torch_geometric", "skops.io", "formulaic")
 
 folder = sys.argv[1]
 data = pd.read_csv(f"{folder}/data.csv")
