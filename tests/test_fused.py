@@ -1,5 +1,7 @@
 """The fixed-degree fast path equals torch_geometric's GATConv; precision paths."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -9,8 +11,13 @@ from autoglm_graph import FitPolicy, GraphGLMRegressor
 from autoglm_graph.datasets import make_varying_coefficients
 from autoglm_graph.neighbors import cosine_topk
 from autoglm_graph.neighbors._graph import NeighborGraph
+from autoglm_graph.network import NetConfig
 from autoglm_graph.network.epochs import khop_subgraph
-from autoglm_graph.network.fused import FixedDegreeAdjacency, fixed_degree_gat
+from autoglm_graph.network.fused import (
+    FixedDegreeAdjacency,
+    FixedDegreeGATConv,
+    fixed_degree_gat,
+)
 from autoglm_graph.network.modules import GraphGLMNet
 from autoglm_graph.network.training import TrainingState
 
@@ -63,6 +70,45 @@ def test_equals_gatconv_forward_backward_and_attention(heads, channels, masked):
     got = torch.autograd.grad((out * upstream).sum(), inputs)
     for g_got, g_ref in zip(got, expected, strict=True):
         torch.testing.assert_close(g_got, g_ref, atol=1e-5, rtol=1e-4)
+
+    # The fast path's own layer, GATConv's weights loaded: the same bits.
+    fixed = FixedDegreeGATConv((11, 9), channels, heads=heads)
+    assert repr(fixed) == f"FixedDegreeGATConv((11, 9), {channels}, heads={heads})"
+    fixed.load_state_dict(conv.state_dict())
+    out_fixed, alpha_fixed = fixed((x_src, x_dst), adjacency, True)
+    assert torch.equal(out_fixed, out) and torch.equal(alpha_fixed, alpha)
+    inputs_fixed = [x_src, x_dst, *fixed.parameters()]
+    got_fixed = torch.autograd.grad((out_fixed * upstream).sum(), inputs_fixed)
+    for g_fixed, g_got in zip(got_fixed, got, strict=True):
+        assert torch.equal(g_fixed, g_got)
+
+
+@pytest.mark.parametrize(
+    "config, policy",
+    [
+        ({}, {}),
+        ({"num_layers": 3, "heads": 2, "target_channels": 3, "dropout": 0.1}, {}),
+        ({"num_layers": 1, "heads": 1, "hidden_channels": 8}, {"head_members": 3}),
+        ({"numeric_embedding": "periodic", "numeric_columns": (0, 2)}, {}),
+        ({}, {"edge_difference_channels": 4}),
+    ],
+)
+def test_fused_layers_draw_the_weights_of_gatconv(config, policy):
+    """A network on the fast path (FixedDegreeGATConv, no torch_geometric)
+    and one of torch_geometric's GATConv, built at one seed: the same
+    parameters, in the same order, the same bits, the generator left in the
+    same state (a fit is the same whichever layer holds the weights)."""
+    spec = NetConfig(in_channels=5, out_channels=12, **config)
+    fused = spec.build(seed=3, policy=FitPolicy(**policy))
+    reference = dataclasses.replace(spec, message_passing="pyg")
+    reference = reference.build(seed=3, policy=FitPolicy(**policy))
+    assert isinstance(fused.convs[0], FixedDegreeGATConv)
+    assert isinstance(reference.convs[0], GATConv)
+    named = list(fused.named_parameters())
+    assert [n for n, _ in named] == [n for n, _ in reference.named_parameters()]
+    for (name, a), b in zip(named, reference.parameters(), strict=True):
+        assert torch.equal(a, b), name
+    assert torch.equal(fused.generator.get_state(), reference.generator.get_state())
 
 
 def test_aggregate_gradcheck_in_float64():

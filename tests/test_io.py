@@ -95,9 +95,10 @@ def no_pickle(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("pickle was used")
 
-    # A network's modules import torch._dynamo, whose classes subclass pickle's
-    # Unpickler: imported before pickle is refused (loading imports them lazily).
-    import autoglm_graph.network._fitted  # noqa: F401
+    # torch._dynamo's classes subclass pickle's Unpickler, and torch's
+    # optimisers import it when the first is built (a fixture's fit, run after
+    # this one): imported before pickle is refused. Loading does not import it.
+    import torch._dynamo
 
     for name in ("load", "loads", "Unpickler"):
         monkeypatch.setattr(pickle, name, refuse)

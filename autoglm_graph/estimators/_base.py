@@ -52,8 +52,8 @@ from .predictor import Predictor
 if TYPE_CHECKING:
     from ..network import RowData, Trainer
 
-# The network's modules (torch_geometric among them) are imported by the
-# parts that train one: a model that is the global GLM predicts without.
+# The network's modules (torch among them) are imported by the parts that
+# train one: a model that is the global GLM predicts without.
 
 
 class BaseGraphGLM(BaseEstimator):

@@ -152,8 +152,9 @@ COMMON_PARAMS_DOC = """
         How attention runs. ``"fused"``: the fixed-degree fast path
         (:mod:`autoglm_graph.network.fused`; ``conv="gat"`` only), equal to the
         torch_geometric layer to float rounding and several times faster on a
-        CPU; ``"pyg"``: torch_geometric's layer (the reference). ``"auto"``:
-        the fast path where it exists.
+        CPU, with ``GATConv``'s weights and initial draws and without importing
+        torch_geometric; ``"pyg"``: torch_geometric's layer (the reference).
+        ``"auto"``: the fast path where it exists.
     numeric_embedding : {"piecewise_linear", "linear"}, default="piecewise_linear"
         How the network's encoder reads the numeric columns (the context's
         columns other than 0/1 indicators). ``"linear"``: as they are, through

@@ -3,8 +3,8 @@ on, the trainer, and the fitted network.
 
 Each function reads the estimator's parameters (and its fitted global GLM)
 and returns what it made; the estimator keeps it. The network's modules
-(torch_geometric among them) are imported where a network is trained: a model
-that is the global GLM fits and predicts without them.
+(torch among them) are imported where a network is trained: a model that is
+the global GLM fits and predicts without them.
 """
 
 from __future__ import annotations

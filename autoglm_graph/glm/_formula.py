@@ -20,14 +20,21 @@ import ast
 import re
 import warnings
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from formulaic import Formula, ModelSpec, model_matrix
-from formulaic.errors import FormulaicError
-from formulaic.parser import DefaultFormulaParser
 
 from ..preprocessing import UnseenCategoryWarning
+from ..utils import LazyModule
+
+if TYPE_CHECKING:
+    import formulaic
+    from formulaic import ModelSpec
+else:
+    # Imported at a formula's first use: a model without one loads and
+    # predicts without it (30 ms of a fresh process).
+    formulaic = LazyModule("formulaic")
 
 __all__ = ["FormulaDesign", "check_formula", "left_side_columns", "split_target"]
 
@@ -58,8 +65,8 @@ def left_side_columns(formula: str) -> list[str]:
     without a left side); ValueError when it does not parse."""
     check_formula(formula)
     try:
-        parsed = Formula(formula)
-    except (FormulaicError, SyntaxError, ValueError) as exc:
+        parsed = formulaic.Formula(formula)
+    except (formulaic.errors.FormulaicError, SyntaxError, ValueError) as exc:
         raise ValueError(
             f"The 'formula' parameter could not be parsed: {formula!r} ({exc})."
         ) from exc
@@ -71,10 +78,9 @@ def _parse(formula: str, fit_intercept: bool):
     """(left side or None, right side) of ``formula``; ValueError when it
     does not parse or its intercept contradicts ``fit_intercept``."""
     try:
-        parsed = Formula(
-            formula, _parser=DefaultFormulaParser(include_intercept=fit_intercept)
-        )
-    except (FormulaicError, SyntaxError, ValueError) as exc:
+        parser = formulaic.parser.DefaultFormulaParser(include_intercept=fit_intercept)
+        parsed = formulaic.Formula(formula, _parser=parser)
+    except (formulaic.errors.FormulaicError, SyntaxError, ValueError) as exc:
         raise ValueError(
             f"The 'formula' parameter could not be parsed: {formula!r} ({exc})."
         ) from exc
@@ -144,7 +150,7 @@ def _left_side(lhs, X: pd.DataFrame, formula: str) -> np.ndarray:
         name = factors[0].expr.strip("`")
         if name in X.columns:
             return X[name].to_numpy(copy=True)
-    target = model_matrix(lhs, X, na_action="raise", output="pandas")
+    target = formulaic.model_matrix(lhs, X, na_action="raise", output="pandas")
     if target.shape[1] != 1:
         raise ValueError(
             f"The left side of the 'formula' parameter {formula!r} gives "
@@ -195,10 +201,15 @@ class FormulaDesign:
         """Materialise the right side of ``formula`` on ``X`` and standardise."""
         lhs, rhs = _parse(formula, fit_intercept)
         try:
-            matrix = model_matrix(
+            matrix = formulaic.model_matrix(
                 rhs, X, na_action="raise", ensure_full_rank=full_rank, output="pandas"
             )
-        except (FormulaicError, ValueError, TypeError, NameError) as exc:
+        except (
+            formulaic.errors.FormulaicError,
+            ValueError,
+            TypeError,
+            NameError,
+        ) as exc:
             raise ValueError(
                 f"The 'formula' parameter {formula!r} could not be evaluated on "
                 f"X: {exc}"
@@ -280,7 +291,7 @@ class FormulaDesign:
             warnings.simplefilter("always")
             try:
                 matrix = self.spec.get_model_matrix(X)
-            except (FormulaicError, ValueError, TypeError) as exc:
+            except (formulaic.errors.FormulaicError, ValueError, TypeError) as exc:
                 raise ValueError(
                     f"The formula {self.formula!r} could not be evaluated on X: {exc}"
                 ) from exc
@@ -338,7 +349,7 @@ class FormulaDesign:
         expressions may name ``columns`` and :data:`SAFE_FUNCTIONS` only."""
         _, rhs = _parse(state["formula"], bool(state["fit_intercept"]))
         check_safe(rhs, set(map(str, columns)))
-        spec = ModelSpec(
+        spec = formulaic.ModelSpec(
             formula=rhs,
             ensure_full_rank=bool(state["full_rank"]),
             na_action="raise",

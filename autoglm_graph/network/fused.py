@@ -39,23 +39,148 @@ ever formed. Measured at 100k rows on one CPU thread, per head: ``spmm`` 0.08
 s, its transpose 0.07 s, ``sampled_addmm`` 0.1 s.
 
 The layer's parameters are those of the ``GATConv`` it accelerates, which stays
-the reference (``tests/test_fused.py`` checks both agree to 1e-5).
+the reference (``tests/test_fused.py`` checks both agree to 1e-5). They live in
+:class:`FixedDegreeGATConv`, which holds them under ``GATConv``'s names and
+draws them as it does, without torch_geometric: a default fit and a loaded
+model's predictions never import it (its import took 2.3 s of a fresh
+process's 6 s load and predict, and warns that ``torch.jit.script`` is
+deprecated under torch 2.13).
 """
 
 from __future__ import annotations
 
+import math
 import warnings
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
-from torch_geometric.nn import GATConv
+from torch import Tensor, nn
 
 from ..neighbors import NeighborGraph
 from ..policy import FitPolicy
 from ._random import dropout
 
-__all__ = ["FixedDegreeAdjacency", "fixed_degree_gat"]
+if TYPE_CHECKING:
+    from torch_geometric.nn import GATConv
+
+__all__ = ["FixedDegreeAdjacency", "FixedDegreeGATConv", "fixed_degree_gat"]
+
+
+def _glorot_(value: Tensor) -> None:
+    """torch_geometric's ``glorot``: uniform on +-sqrt(6 / (rows + columns))
+    of the last two dimensions, the same draws from torch's generator."""
+    bound = math.sqrt(6.0 / (value.size(-2) + value.size(-1)))
+    with torch.no_grad():
+        value.uniform_(-bound, bound)
+
+
+class _GlorotLinear(nn.Module):
+    """torch_geometric's ``Linear(in, out, bias=False,
+    weight_initializer="glorot")``: a ``weight`` of ``[out, in]``, drawn when
+    built and at each :meth:`reset_parameters`."""
+
+    def __init__(self, in_channels: int, out_channels: int) -> None:
+        super().__init__()
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.weight = nn.Parameter(torch.empty(out_channels, in_channels))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        _glorot_(self.weight)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.linear(x, self.weight)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.in_channels}, {self.out_channels})"
+
+
+class FixedDegreeGATConv(nn.Module):
+    """The weights of a ``GATConv`` for the fixed-degree fast path.
+
+    ``GATConv((in_src, in_dst), out_channels, heads, dropout=dropout,
+    add_self_loops=False, edge_dim=1)`` is the layer the graph GLM builds;
+    this module holds its parameters under the same names and shapes (a
+    state dict of one loads into the other, and files written with either
+    load into both) and draws them from torch's generator as it does, in the
+    same order, so that a network built with either at one seed holds the
+    same bits (``tests/test_fused.py``). It runs :func:`fixed_degree_gat`
+    only; the edge-list path is ``GATConv`` itself.
+
+    Parameters
+    ----------
+    in_channels : (int, int)
+        Widths of the source and destination states.
+    out_channels : int
+        Channels per head.
+    heads : int, default=1
+        Attention heads (their outputs are concatenated).
+    dropout : float, default=0.0
+        Dropout on the attention weights.
+
+    Shapes
+    ------
+    - input: source states ``[n_src, in_src]``, destination states ``[n_dst,
+      in_dst]`` and a :class:`FixedDegreeAdjacency` of ``n_dst`` rows.
+    - output: ``[n_dst, heads * out_channels]``.
+    """
+
+    #: ``GATConv``'s settings that the fast path assumes.
+    negative_slope = 0.2
+    concat = True
+    add_self_loops = False
+    edge_dim = 1
+
+    def __init__(
+        self,
+        in_channels: tuple[int, int],
+        out_channels: int,
+        heads: int = 1,
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.in_channels = tuple(in_channels)
+        self.out_channels, self.heads, self.dropout = out_channels, heads, dropout
+        width = heads * out_channels
+        # GATConv's order: the projections (each drawn when built), the
+        # attention vectors and the bias, then one reset of them all.
+        self.lin_src = _GlorotLinear(self.in_channels[0], width)
+        self.lin_dst = _GlorotLinear(self.in_channels[1], width)
+        self.att_src = nn.Parameter(torch.empty(1, heads, out_channels))
+        self.att_dst = nn.Parameter(torch.empty(1, heads, out_channels))
+        self.lin_edge = _GlorotLinear(self.edge_dim, width)
+        self.att_edge = nn.Parameter(torch.empty(1, heads, out_channels))
+        self.bias = nn.Parameter(torch.empty(width))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """GATConv's initialisation: glorot weights, a zero bias."""
+        self.lin_src.reset_parameters()
+        self.lin_dst.reset_parameters()
+        self.lin_edge.reset_parameters()
+        for att in (self.att_src, self.att_dst, self.att_edge):
+            _glorot_(att)
+        nn.init.zeros_(self.bias)
+
+    def forward(
+        self,
+        x: tuple[Tensor, Tensor],
+        adjacency: FixedDegreeAdjacency,
+        return_attention: bool = False,
+        generator: torch.Generator | None = None,
+        projected: tuple[Tensor, Tensor] | None = None,
+    ):
+        """:func:`fixed_degree_gat` of this layer."""
+        return fixed_degree_gat(
+            self, x, adjacency, return_attention, generator, projected
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}({self.in_channels}, {self.out_channels}, "
+            f"heads={self.heads})"
+        )
 
 
 class FixedDegreeAdjacency:
@@ -375,7 +500,9 @@ def _score_weights(lin: torch.nn.Module, att: Tensor) -> Tensor:
     return (weight * att.view(heads, channels, 1)).sum(dim=1)
 
 
-def source_projection(conv: GATConv, x_src: Tensor) -> tuple[Tensor, Tensor]:
+def source_projection(
+    conv: GATConv | FixedDegreeGATConv, x_src: Tensor
+) -> tuple[Tensor, Tensor]:
     """What a layer reads of its sources: ``lin_src(x_src)`` ``[m, heads *
     channels]`` and the attention scores ``[m, heads]`` (the arguments
     :func:`fixed_degree_gat` takes as ``projected``)."""
@@ -386,7 +513,7 @@ def source_projection(conv: GATConv, x_src: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def fixed_degree_gat(
-    conv: GATConv,
+    conv: GATConv | FixedDegreeGATConv,
     x: tuple[Tensor, Tensor],
     adjacency: FixedDegreeAdjacency,
     return_attention: bool = False,
@@ -397,7 +524,7 @@ def fixed_degree_gat(
 
     Parameters
     ----------
-    conv : GATConv
+    conv : GATConv or FixedDegreeGATConv
         A bipartite layer (``in_channels`` a tuple) with ``edge_dim=1``,
         ``add_self_loops=False``, ``concat=True`` and no residual: the layout
         the graph GLM builds. Its weights are used as they are.

@@ -15,14 +15,18 @@ from dataclasses import asdict, dataclass, fields
 import torch
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
-from torch_geometric.nn import GATConv, GATv2Conv
 
 from ..neighbors import NeighborGraph
 from ..policy import FitPolicy
 from ..utils import MESSAGE_PASSING
 from ._random import BUILD_LOCK, dropout, replay_context
 from .embeddings import PiecewiseLinearEncoding
-from .fused import FixedDegreeAdjacency, fixed_degree_gat, source_projection
+from .fused import (
+    FixedDegreeAdjacency,
+    FixedDegreeGATConv,
+    fixed_degree_gat,
+    source_projection,
+)
 
 __all__ = [
     "CONVS",
@@ -32,12 +36,44 @@ __all__ = [
     "GraphGLMNet",
     "NetConfig",
     "SourceStates",
+    "attention_layer",
     "edge_list",
 ]
 
-CONVS = {"gat": GATConv, "gatv2": GATv2Conv}
+#: The attention layers, by ``conv`` name: torch_geometric's class of each.
+CONVS = {"gat": "GATConv", "gatv2": "GATv2Conv"}
 # Message-passing implementations (MESSAGE_PASSING, defined with the checks of
 # the parameters): the fixed-degree fast path exists for GAT.
+
+
+def attention_layer(
+    conv: str,
+    in_channels: tuple[int, int],
+    hidden: int,
+    heads: int,
+    dropout: float,
+    fused: bool,
+) -> nn.Module:
+    """One attention layer of the graph GLM: ``hidden // heads`` channels per
+    head, the similarity as a one-number edge feature, no self-loops.
+
+    On the fused path, a :class:`~.fused.FixedDegreeGATConv` (the same
+    weights and draws as ``GATConv``, without importing torch_geometric);
+    otherwise torch_geometric's layer, imported here.
+    """
+    if fused:
+        return FixedDegreeGATConv(in_channels, hidden // heads, heads, dropout)
+    import torch_geometric.nn
+
+    layer = getattr(torch_geometric.nn, CONVS[conv])
+    return layer(
+        in_channels,
+        hidden // heads,
+        heads=heads,
+        dropout=dropout,
+        add_self_loops=False,
+        edge_dim=1,
+    )
 
 
 class EdgeListAdjacency:
@@ -194,7 +230,8 @@ class GraphGLMNet(nn.Module):
     dropout : float
         Dropout on hidden states and attention coefficients.
     conv : {"gat", "gatv2"}
-        torch_geometric attention layer.
+        torch_geometric attention layer (on the fused path, GAT's weights in a
+        :class:`~autoglm_graph.network.fused.FixedDegreeGATConv`).
     message_passing : {"auto", "fused", "pyg"}
         How the attention layers run: ``"fused"`` is the fixed-degree fast path
         (:mod:`autoglm_graph.network.fused`, GAT only) with the layer's own weights,
@@ -283,19 +320,18 @@ class GraphGLMNet(nn.Module):
             nn.Linear(hidden_channels, hidden_channels),
             nn.LayerNorm(hidden_channels),
         )
-        conv_cls = CONVS[conv]
         self.convs = nn.ModuleList()
         self.norms = nn.ModuleList()
         for layer in range(num_layers):
             src = hidden_channels + (target_channels if layer == num_layers - 1 else 0)
             self.convs.append(
-                conv_cls(
+                attention_layer(
+                    conv,
                     (src, hidden_channels),
-                    hidden_channels // heads,
-                    heads=heads,
-                    dropout=dropout,
-                    add_self_loops=False,
-                    edge_dim=1,
+                    hidden_channels,
+                    heads,
+                    dropout,
+                    self.fused,
                 )
             )
             self.norms.append(nn.LayerNorm(hidden_channels))

@@ -14,7 +14,9 @@ A saved model is four members, in a directory or in one zip file:
     header plus raw buffers; reading it cannot run code.
 ``preprocessor.skops``
     The fitted :class:`~autoglm_graph.preprocessing.TabularPreprocessor`, in
-    skops' format (a zip of JSON and ``.npy`` arrays, read without pickle).
+    skops' format (a zip of JSON and ``.npy`` arrays, read without pickle;
+    :mod:`._skops` reads the types a fitted preprocessor holds without
+    importing skops.io, which reads any other file).
 ``checksums.sha256``
     The sha256 of the other three, as ``sha256sum`` writes them: a damaged
     byte anywhere is refused before anything is parsed.
@@ -115,8 +117,9 @@ if TYPE_CHECKING:
     Tensor = torch.Tensor | np.ndarray
 
 # A model with a network imports torch (its tensors, its modules) where it is
-# read; one without (the global GLM, a location effect) is read into numpy
-# arrays and loads and predicts without torch and torch_geometric.
+# read, and not torch_geometric on the fused path; one without (the global
+# GLM, a location effect) is read into numpy arrays and loads and predicts
+# without torch.
 
 __all__ = [
     "ESTIMATORS",
@@ -168,7 +171,9 @@ def load_model(path: str | os.PathLike):
     location effect alone) is read into numpy arrays and neither this
     function nor its ``predict``, ``predict_proba``, ``predict_linear`` and
     ``score`` import torch or torch_geometric; its ``device_`` is ``"cpu"``.
-    A model with a network imports them here.
+    A model with a network imports torch here, and torch_geometric only for
+    layers off the fused path (``conv="gatv2"``, ``message_passing="pyg"``).
+    The preprocessor is read without importing skops.io.
     """
     members = read_members(Path(path))
     config = parse_json(members[JSON_NAME])

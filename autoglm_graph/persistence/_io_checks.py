@@ -16,8 +16,8 @@ from ._container import TENSORS_NAME, ModelFileError, _int, _number
 if TYPE_CHECKING:
     import torch
 
-# The network's modules (torch, torch_geometric) are imported by the checks
-# of a file with a network only: a GLM-only model loads without them.
+# The network's modules (torch) are imported by the checks of a file with a
+# network only: a GLM-only model loads without them.
 
 #: Largest ``num_layers`` and ``heads`` a file may ask for (the tensors bound
 #: the widths; these bound the modules built before the tensors are checked).

@@ -20,11 +20,13 @@ _EXPORTS = {
     "DroppedColumnsWarning": "_checks",
     "MISSING_LEVEL": "_preprocessor",
     "NewMissingValuesWarning": "_checks",
+    "PREPROCESSOR_PARTS": "_preprocessor",
     "TabularPreprocessor": "_preprocessor",
     "UnseenCategoryWarning": "_checks",
 }
 __all__ = [
     "MISSING_LEVEL",
+    "PREPROCESSOR_PARTS",
     "DroppedColumnsWarning",
     "NewMissingValuesWarning",
     "TabularPreprocessor",
@@ -38,4 +40,4 @@ if TYPE_CHECKING:  # static analysers (and import-linter) see the names
         NewMissingValuesWarning,
         UnseenCategoryWarning,
     )
-    from ._preprocessor import MISSING_LEVEL, TabularPreprocessor
+    from ._preprocessor import MISSING_LEVEL, PREPROCESSOR_PARTS, TabularPreprocessor

@@ -41,7 +41,7 @@ from ._checks import (
 )
 from ._levels import _match_fitted_levels, _warn_unseen_levels
 
-__all__ = ["MISSING_LEVEL", "TabularPreprocessor"]
+__all__ = ["MISSING_LEVEL", "PREPROCESSOR_PARTS", "TabularPreprocessor"]
 
 MISSING_LEVEL = "missing"
 """Level given to missing values of categorical columns before one-hot encoding."""
@@ -669,3 +669,24 @@ class TabularPreprocessor(TransformerMixin, BaseEstimator):
 for _saved in (TabularPreprocessor, _as_object_with_nan, _as_str, _column_median):
     _saved.__module__ = "autoglm_graph.preprocessing"
 del _saved
+
+#: The classes and functions a fitted :class:`TabularPreprocessor` is made of,
+#: by the name a saved file gives each (``module.name``): what reading one
+#: back builds, besides builtins and numpy's arrays, dtypes and scalars.
+PREPROCESSOR_PARTS: dict[str, Any] = {
+    f"{part.__module__}.{part.__name__}": part
+    for part in (
+        TabularPreprocessor,
+        Pipeline,
+        ColumnTransformer,
+        SimpleImputer,
+        StandardScaler,
+        MissingIndicator,
+        FunctionTransformer,
+        OneHotEncoder,
+        VarianceThreshold,
+        _as_object_with_nan,
+        _as_str,
+        _column_median,
+    )
+}
