@@ -88,9 +88,15 @@ def test_equals_gatconv_forward_backward_and_attention(heads, channels, masked):
     [
         ({}, {}),
         ({"num_layers": 3, "heads": 2, "target_channels": 3, "dropout": 0.1}, {}),
-        ({"num_layers": 1, "heads": 1, "hidden_channels": 8}, {"head_members": 3}),
-        ({"numeric_embedding": "periodic", "numeric_columns": (0, 2)}, {}),
-        ({}, {"edge_difference_channels": 4}),
+        ({"num_layers": 1, "heads": 1, "hidden_channels": 8}, {}),
+        (
+            {
+                "numeric_embedding": "piecewise_linear",
+                "numeric_columns": (0, 2),
+                "numeric_edges": ((-1.0, 0.0, 1.0), (-2.0, 0.5, 2.0)),
+            },
+            {},
+        ),
     ],
 )
 def test_fused_layers_draw_the_weights_of_gatconv(config, policy):
