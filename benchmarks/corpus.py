@@ -48,7 +48,6 @@ import argparse
 import contextlib
 import datetime
 import json
-import math
 import os
 import re
 import subprocess
@@ -69,6 +68,7 @@ from benchmarks._lib.common import (
     command_line,
     cpu_name,
     dispatch,
+    json_safe,
     to_markdown,
     write_record,
 )
@@ -295,17 +295,6 @@ def verdicts(records: list[dict], specs: list[ModelSpec], baseline) -> list[dict
     ]
 
 
-def _json_safe(value):
-    """NaN and infinity become None (strict JSON)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    return value
-
-
 # ---------------------------------------------------------------------- CLI
 
 
@@ -445,7 +434,7 @@ def run(argv: list[str]) -> dict:
         "wall_s": wall_s,
     }
     args.out.with_suffix(".json").write_text(
-        json.dumps(_json_safe(report), indent=1) + "\n"
+        json.dumps(json_safe(report), indent=1) + "\n"
     )
     print(f"wrote {args.out.with_suffix('.md')} and .json; total {wall_s:.0f} s")
     return report

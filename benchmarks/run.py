@@ -35,7 +35,6 @@ import contextlib
 import datetime
 import importlib.metadata
 import json
-import math
 import os
 import platform
 import shlex
@@ -55,7 +54,7 @@ from autoglm_graph import get_family
 from autoglm_graph.datasets import load_dataset
 from benchmarks._lib import models as bench_models
 from benchmarks._lib import report as bench_report
-from benchmarks._lib.common import cpu_name
+from benchmarks._lib.common import cpu_name, json_safe
 from benchmarks._lib.suite import family_parameters, resolve_datasets, score
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -261,22 +260,11 @@ def machine_info() -> dict:
     }
 
 
-def _json_safe(value):
-    """NaN and infinity become None (strict JSON)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    return value
-
-
 def write_outputs(out: Path, report: dict, markdown: str, plot: bool) -> list[Path]:
     """Write ``<out>.json``, ``<out>.md`` and (optionally) ``<out>.png``."""
     out.parent.mkdir(parents=True, exist_ok=True)
     paths = [out.with_suffix(".json"), out.with_suffix(".md")]
-    paths[0].write_text(json.dumps(_json_safe(report), indent=1) + "\n")
+    paths[0].write_text(json.dumps(json_safe(report), indent=1) + "\n")
     paths[1].write_text(markdown)
     if plot:
         png = out.with_suffix(".png")

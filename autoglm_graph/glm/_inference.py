@@ -478,7 +478,7 @@ def _single_parts(family, y: np.ndarray, eta: np.ndarray, observed: bool):
     is 0/0, while the deviance, written on the link scale, is smooth.
     """
     eta_t = torch.as_tensor(eta, dtype=torch.float64).requires_grad_(True)
-    y_t = torch.as_tensor(y, dtype=torch.float64)
+    y_t = torch.tensor(np.asarray(y, dtype=np.float64))  # a copy: y may be read-only
     half = family.unit_deviance(y_t, eta_t) / 2
     (grad,) = torch.autograd.grad(half.sum(), eta_t, create_graph=observed)
     if not observed:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import platform
 import shlex
 import sys
@@ -58,3 +59,14 @@ def dispatch(argv: list[str] | None, parts: dict, default=None):
     if default is None:
         raise SystemExit(f"expected one of {sorted(parts)} as the first argument")
     return default(argv)
+
+
+def json_safe(value):
+    """NaN and infinity become None (strict JSON), in nested dicts and lists."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
