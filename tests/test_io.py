@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 import skops.io as sio
 import torch
+from _removed_fields import REMOVED_FIT_RULES, REMOVED_POLICY_FIELDS
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 from sklearn.exceptions import NotFittedError
@@ -815,22 +816,6 @@ def test_fit_policy_round_trip(tmp_path):
     assert load(tmp_path / "m").get_params()["fit_policy"] == policy
 
 
-#: FitPolicy fields removed since (issue #59), with their former default and a
-#: value they were fitted with: files saved before hold them.
-REMOVED_POLICY_FIELDS = {
-    "edge_difference_channels": (0, 16),
-    "head_members": (1, 4),
-    "refit_all_rows": (False, True),
-    "plateau_lr_factor": (1.0, 0.5),
-    "plateau_lr_epochs": (3, 0),
-    "warmup_epochs": (0, 5),
-    "embedding_frequencies": (16, 8),
-    "embedding_channels": (8, 4),
-    "embedding_sigma": (0.1, 1.0),
-    "embedding_keep_values": (False, True),
-}
-
-
 @pytest.mark.parametrize("field", sorted(REMOVED_POLICY_FIELDS))
 def test_file_with_a_removed_policy_field(saved, poisson_model, field):
     """A file whose policy holds a removed field loads where it holds its former
@@ -859,18 +844,6 @@ def test_file_with_a_removed_policy_field(saved, poisson_model, field):
     _edit_json(saved, policy_with(other))
     with pytest.raises(ModelFileError, match=f"'{field}' was removed in this version"):
         load(saved)
-
-
-#: FitPolicy fields removed since that were rules of the fit alone (issue #59),
-#: with values files were fitted with: any value loads.
-REMOVED_FIT_RULES = {
-    "keep_check_folds": (0, 5),
-    "keep_check_max_rows": (5_000, 20_000),
-    "keep_check_standard_errors": (3.0, 1e9),
-    "refresh_jump_stop": (float("inf"), 0.005),
-    "refresh_gain_epochs": (5, 2),
-    "network_baseline": ("all_rows", "training_rows"),
-}
 
 
 @pytest.mark.parametrize("field", sorted(REMOVED_FIT_RULES))

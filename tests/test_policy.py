@@ -8,6 +8,7 @@ import pickle
 import numpy as np
 import pytest
 import torch
+from _removed_fields import REMOVED_FIT_RULES, REMOVED_POLICY_FIELDS
 from sklearn.base import clone
 
 from autoglm_graph import FitPolicy, GraphGLMRegressor, load
@@ -140,39 +141,13 @@ def test_bad_settings_raise_naming_the_field(values, message):
         FitPolicy.from_dict(values)
 
 
-#: Fields removed since (issue #59): their former default, and a value they
-#: were fitted with.
-REMOVED = {
-    "edge_difference_channels": (0, 16),
-    "head_members": (1, 4),
-    "refit_all_rows": (False, True),
-    "plateau_lr_factor": (1.0, 0.5),
-    "plateau_lr_epochs": (3, 0),
-    "warmup_epochs": (0, 5),
-    "embedding_frequencies": (16, 8),
-    "embedding_channels": (8, 4),
-    "embedding_sigma": (0.1, 1.0),
-    "embedding_keep_values": (False, True),
-}
-
-
-#: Fields removed since that were rules of the fit alone (issue #59), with
-#: values they held: any value is read (and ignored).
-REMOVED_FIT_RULES = {
-    "keep_check_folds": (0, 5),
-    "keep_check_max_rows": (5_000, 20_000),
-    "keep_check_standard_errors": (3.0, 1e9),
-    "refresh_jump_stop": (float("inf"), 0.005),
-    "refresh_gain_epochs": (5, 2),
-    "network_baseline": ("all_rows", "training_rows"),
-}
-
-
 def test_removed_fields_are_gone_and_read_at_their_former_default():
-    assert set(FitPolicy._REMOVED) == set(REMOVED) | set(REMOVED_FIT_RULES)
+    assert set(FitPolicy._REMOVED) == set(REMOVED_POLICY_FIELDS) | set(
+        REMOVED_FIT_RULES
+    )
     gone = set(FitPolicy._REMOVED)
     assert not gone & {f.name for f in dataclasses.fields(FitPolicy)}
-    for name, (default, _) in REMOVED.items():
+    for name, (default, _) in REMOVED_POLICY_FIELDS.items():
         assert FitPolicy._REMOVED[name] == default
         assert FitPolicy.from_dict({name: default}) == FitPolicy()
         with pytest.raises(TypeError, match=name):
@@ -189,9 +164,9 @@ def test_a_removed_rule_of_the_fit_is_read_at_any_value(name):
         FitPolicy(**{name: REMOVED_FIT_RULES[name][0]})
 
 
-@pytest.mark.parametrize("name", sorted(REMOVED))
+@pytest.mark.parametrize("name", sorted(REMOVED_POLICY_FIELDS))
 def test_a_removed_field_at_another_value_is_refused_naming_it(name):
-    value = REMOVED[name][1]
+    value = REMOVED_POLICY_FIELDS[name][1]
     with pytest.raises(ValueError, match=f"field '{name}' was removed in this version"):
         FitPolicy.from_dict({**FitPolicy().to_dict(), name: value})
 
